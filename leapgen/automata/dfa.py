@@ -1,0 +1,347 @@
+"""Byte-level DFAs: subset construction, trimming, minimization, products.
+
+- Determinization: Rabin-Scott subset construction over *byte classes* (bytes
+  no edge tells apart share a class), so work scales with the alphabet the
+  grammar really uses rather than 256.
+- Trimming keeps only states that are reachable and can still reach an
+  accepting state, so every state a matcher can be in has a completion: a
+  token mask built on a trimmed DFA never leads into a dead end.
+- Minimization: Hopcroft's partition refinement ("An n log n algorithm for
+  minimizing states in a finite automaton", 1971) over byte classes.
+- Products: intersection and difference of languages by the usual pair
+  construction.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from leapgen.errors import CompileLimitError
+from leapgen.grammar import ir
+
+DEFAULT_MAX_STATES = 100_000
+
+
+@dataclass(frozen=True, eq=False)
+class Dfa:
+    """An immutable, trimmed byte-level DFA.
+
+    Attributes
+    ----------
+    trans : numpy.ndarray
+        int32, shape ``(n_states, 256)``; ``trans[q, b]`` is the next state,
+        ``-1`` where byte ``b`` leads nowhere (dead).
+    accepting : numpy.ndarray
+        bool, shape ``(n_states,)``.
+    start : int
+        The start state (0 after :func:`minimize`).
+    """
+
+    trans: np.ndarray
+    accepting: np.ndarray
+    start: int = 0
+
+    @property
+    def n_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the language is empty."""
+        return self.n_states == 0
+
+    def matches(self, data: bytes) -> bool:
+        """Whether the whole of ``data`` is in the language (for tests and tools)."""
+        if self.is_empty:
+            return False
+        q = self.start
+        for b in data:
+            q = int(self.trans[q, b])
+            if q < 0:
+                return False
+        return bool(self.accepting[q])
+
+
+EMPTY_DFA = Dfa(np.zeros((0, 256), np.int32), np.zeros(0, bool), 0)
+
+
+def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES) -> Dfa:
+    """Compile IR to a minimized, trimmed byte-level DFA.
+
+    Parameters
+    ----------
+    node : ir.Node
+        The language (must contain no :class:`~leapgen.grammar.ir.RuleRef`).
+    max_states : int
+        Limit on NFA and DFA states.
+
+    Returns
+    -------
+    Dfa
+        Minimal DFA; :data:`EMPTY_DFA` (0 states) for the empty language.
+
+    Raises
+    ------
+    CompileLimitError
+        The automaton would exceed ``max_states``.
+    GrammarError
+        The IR holds a rule reference.
+    """
+    from leapgen.automata.nfa import Nfa
+
+    if isinstance(node, ir.Intersect):
+        out = compile_dfa(node.items[0], max_states=max_states)
+        for item in node.items[1:]:
+            out = product(out, compile_dfa(item, max_states=max_states), difference=False, max_states=max_states)
+        return out
+    if isinstance(node, ir.Diff):
+        left = compile_dfa(node.left, max_states=max_states)
+        right = compile_dfa(node.right, max_states=max_states)
+        return product(left, right, difference=True, max_states=max_states)
+    nfa = Nfa(max_states, lambda n: compile_dfa(n, max_states=max_states))
+    start, end = nfa.build(node)
+    return minimize(_determinize(nfa, start, end, max_states))
+
+
+def _byte_classes(nfa) -> tuple[np.ndarray, int]:
+    bounds = {0, 256}
+    for es in nfa.edges:
+        for lo, hi, _ in es:
+            bounds.add(lo)
+            bounds.add(hi + 1)
+    cuts = sorted(bounds)
+    byte_class = np.empty(256, np.int32)
+    for i in range(len(cuts) - 1):
+        byte_class[cuts[i]:cuts[i + 1]] = i
+    return byte_class, len(cuts) - 1
+
+
+def _determinize(nfa, start: int, end: int, max_states: int) -> Dfa:
+    byte_class, k = _byte_classes(nfa)
+    bc = byte_class.tolist()
+    moves: list[dict[int, list[int]]] = []
+    for es in nfa.edges:
+        d: dict[int, list[int]] = {}
+        for lo, hi, t in es:
+            for c in range(bc[lo], bc[hi] + 1):
+                d.setdefault(c, []).append(t)
+        moves.append(d)
+    eps = nfa.eps
+    closure_cache: dict[frozenset, frozenset] = {}
+
+    def closure(seeds: frozenset) -> frozenset:
+        got = closure_cache.get(seeds)
+        if got is None:
+            seen = set(seeds)
+            stack = list(seeds)
+            while stack:
+                for t in eps[stack.pop()]:
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            got = closure_cache[seeds] = frozenset(seen)
+        return got
+
+    first = closure(frozenset((start,)))
+    ids = {first: 0}
+    sets = [first]
+    rows: list[list[int]] = []
+    i = 0
+    while i < len(sets):
+        acc: dict[int, set[int]] = {}
+        for s in sets[i]:
+            for c, ts in moves[s].items():
+                got = acc.get(c)
+                if got is None:
+                    acc[c] = set(ts)
+                else:
+                    got.update(ts)
+        row = [-1] * k
+        for c, ts in acc.items():
+            target = closure(frozenset(ts))
+            j = ids.get(target)
+            if j is None:
+                if len(sets) >= max_states:
+                    raise CompileLimitError(f"grammar needs more than {max_states} DFA states")
+                j = ids[target] = len(sets)
+                sets.append(target)
+            row[c] = j
+        rows.append(row)
+        i += 1
+    table = np.array(rows, np.int32).reshape(len(rows), k)
+    accepting = np.array([end in s for s in sets], bool)
+    return Dfa(table[:, byte_class], accepting, 0)
+
+
+def trim(dfa: Dfa) -> Dfa:
+    """Drop states that are unreachable or cannot reach an accepting state.
+
+    Returns a new DFA (possibly :data:`EMPTY_DFA`); does not mutate ``dfa``.
+    """
+    n = dfa.n_states
+    if n == 0:
+        return dfa
+    trans = dfa.trans
+    reach = np.zeros(n, bool)
+    reach[dfa.start] = True
+    frontier = np.array([dfa.start])
+    while frontier.size:
+        nxt = np.unique(trans[frontier])
+        nxt = nxt[nxt >= 0]
+        nxt = nxt[~reach[nxt]]
+        reach[nxt] = True
+        frontier = nxt
+    src, _ = np.nonzero(trans >= 0)
+    dst = trans[trans >= 0]
+    order = np.argsort(dst, kind="stable")
+    src_sorted, dst_sorted = src[order], dst[order]
+    starts = np.searchsorted(dst_sorted, np.arange(n + 1))
+    live = dfa.accepting.copy()
+    frontier = np.flatnonzero(live)
+    while frontier.size:
+        preds = np.concatenate([src_sorted[starts[q]:starts[q + 1]] for q in frontier]) if frontier.size else frontier
+        preds = np.unique(preds)
+        preds = preds[~live[preds]]
+        live[preds] = True
+        frontier = preds
+    keep = reach & live
+    if not keep[dfa.start]:
+        return EMPTY_DFA
+    new_id = np.full(n + 1, -1, np.int32)  # index n maps the dead marker -1
+    new_id[np.flatnonzero(keep)] = np.arange(int(keep.sum()), dtype=np.int32)
+    t = trans[keep]
+    t = new_id[np.where(t >= 0, t, n)]
+    return Dfa(t.astype(np.int32), dfa.accepting[keep].copy(), int(new_id[dfa.start]))
+
+
+def minimize(dfa: Dfa) -> Dfa:
+    """Trim, then minimize with Hopcroft's algorithm; states renumbered in BFS
+    order from the start (start = 0). Does not mutate ``dfa``."""
+    dfa = trim(dfa)
+    n = dfa.n_states
+    if n == 0:
+        return dfa
+    cols, byte_class = np.unique(dfa.trans.T, axis=0, return_inverse=True)
+    byte_class = byte_class.reshape(-1)
+    table = cols.T  # (n, k), class-level
+    k = table.shape[1]
+    dead = n
+    tbl = np.where(table >= 0, table, dead)
+    tbl = np.vstack([tbl, np.full((1, k), dead, tbl.dtype)])
+    # inverse transitions per class: inv[c][t] = sources
+    inv: list[list[list[int]]] = []
+    for c in range(k):
+        col = tbl[:, c]
+        order = np.argsort(col, kind="stable")
+        bounds = np.searchsorted(col[order], np.arange(n + 2))
+        order_l = order.tolist()
+        b = bounds.tolist()
+        inv.append([order_l[b[t]:b[t + 1]] for t in range(n + 1)])
+    acc = np.append(dfa.accepting, False)
+    block_of = [0] * (n + 1)
+    blocks: list[set[int]] = []
+    for members in (np.flatnonzero(acc).tolist(), np.flatnonzero(~acc).tolist()):
+        if members:
+            for q in members:
+                block_of[q] = len(blocks)
+            blocks.append(set(members))
+    work: deque = deque()
+    in_work: set = set()
+    smallest = min(range(len(blocks)), key=lambda i: len(blocks[i]))
+    for c in range(k):
+        work.append((smallest, c))
+        in_work.add((smallest, c))
+    while work:
+        b, c = work.popleft()
+        in_work.discard((b, c))
+        inv_c = inv[c]
+        touched: dict[int, list[int]] = {}
+        for t in list(blocks[b]):
+            for q in inv_c[t]:
+                touched.setdefault(block_of[q], []).append(q)
+        for y, qs in touched.items():
+            if len(qs) == len(blocks[y]):
+                continue
+            new = set(qs)
+            blocks[y] -= new
+            nb = len(blocks)
+            blocks.append(new)
+            for q in new:
+                block_of[q] = nb
+            small = nb if len(new) <= len(blocks[y]) else y
+            for c2 in range(k):
+                if (y, c2) in in_work:
+                    work.append((nb, c2))
+                    in_work.add((nb, c2))
+                else:
+                    work.append((small, c2))
+                    in_work.add((small, c2))
+    block_arr = np.array(block_of, np.int64)
+    dead_block = block_of[dead]
+    # BFS renumbering from the start block.
+    rep = {}
+    for q in range(n):
+        rep.setdefault(block_of[q], q)
+    order = [block_of[dfa.start]]
+    index = {order[0]: 0}
+    i = 0
+    while i < len(order):
+        q = rep[order[i]]
+        for t in block_arr[tbl[q]].tolist():
+            if t != dead_block and t not in index:
+                index[t] = len(order)
+                order.append(t)
+        i += 1
+    m = len(order)
+    remap = np.full(len(blocks), -1, np.int32)
+    for blk, idx in index.items():
+        remap[blk] = idx
+    reps = np.array([rep[blk] for blk in order])
+    new_table = remap[block_arr[tbl[reps]]]
+    return Dfa(np.ascontiguousarray(new_table[:, byte_class]), acc[reps].copy(), 0)
+
+
+def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_STATES) -> Dfa:
+    """Intersection (``difference=False``) or difference ``a \\ b`` of two DFAs.
+
+    Returns a minimized DFA; does not mutate the inputs.
+
+    Raises
+    ------
+    CompileLimitError
+        The product exceeds ``max_states``.
+    """
+    if a.is_empty:
+        return EMPTY_DFA
+    if b.is_empty:
+        return EMPTY_DFA if not difference else a
+    ids = {(a.start, b.start): 0}
+    pairs = [(a.start, b.start)]
+    rows = []
+    i = 0
+    while i < len(pairs):
+        p, q = pairs[i]
+        na = a.trans[p]
+        nb = b.trans[q] if q >= 0 else np.full(256, -1, np.int32)
+        ok = na >= 0 if difference else (na >= 0) & (nb >= 0)
+        row = np.full(256, -1, np.int32)
+        keys = na.astype(np.int64) * (b.n_states + 1) + (nb + 1)
+        for key in np.unique(keys[ok]).tolist():
+            pair = (key // (b.n_states + 1), key % (b.n_states + 1) - 1)
+            j = ids.get(pair)
+            if j is None:
+                if len(pairs) >= max_states:
+                    raise CompileLimitError(f"grammar needs more than {max_states} DFA states")
+                j = ids[pair] = len(pairs)
+                pairs.append(pair)
+            row[ok & (keys == key)] = j
+        rows.append(row)
+        i += 1
+    if difference:
+        accepting = np.array([a.accepting[p] and not (q >= 0 and b.accepting[q]) for p, q in pairs], bool)
+    else:
+        accepting = np.array([a.accepting[p] and b.accepting[q] for p, q in pairs], bool)
+    return minimize(Dfa(np.array(rows, np.int32), accepting, 0))

@@ -1,0 +1,132 @@
+"""Grammar IR -> byte-level NFA (Thompson's construction).
+
+Thompson, "Regular expression search algorithm", CACM 11(6), 1968. Each IR
+node becomes a fragment with one entry and one exit state; edges carry
+inclusive byte ranges, epsilon edges are kept apart. ``Intersect`` and
+``Diff`` are built as DFA products (see :mod:`leapgen.automata.dfa`) and
+embedded back as NFA fragments.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from leapgen.automata.utf8 import utf8_sequences
+from leapgen.errors import CompileLimitError, GrammarError
+from leapgen.grammar import ir
+
+
+class Nfa:
+    """A mutable NFA under construction.
+
+    Attributes
+    ----------
+    eps : list of list of int
+        ``eps[s]``: epsilon successors of state ``s``.
+    edges : list of list of (int, int, int)
+        ``edges[s]``: ``(lo, hi, target)`` byte-range edges, bounds inclusive.
+    """
+
+    def __init__(self, max_states: int, compile_dfa: Callable):
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.max_states = max_states
+        self._compile_dfa = compile_dfa
+
+    def new_state(self) -> int:
+        if len(self.eps) >= self.max_states:
+            raise CompileLimitError(f"grammar needs more than {self.max_states} NFA states")
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def build(self, node: ir.Node) -> tuple[int, int]:
+        """Add a fragment for ``node``; return its (entry, exit) states."""
+        if isinstance(node, ir.Bytes):
+            s = cur = self.new_state()
+            for b in node.data:
+                nxt = self.new_state()
+                self.edges[cur].append((b, b, nxt))
+                cur = nxt
+            return s, cur
+        if isinstance(node, ir.ByteSet):
+            s, e = self.new_state(), self.new_state()
+            for lo, hi in node.ranges:
+                self.edges[s].append((lo, hi, e))
+            return s, e
+        if isinstance(node, ir.CharSet):
+            return self._charset(node)
+        if isinstance(node, ir.Seq):
+            s, e = self.build(node.items[0])
+            for item in node.items[1:]:
+                s2, e2 = self.build(item)
+                self.eps[e].append(s2)
+                e = e2
+            return s, e
+        if isinstance(node, ir.Alt):
+            s, e = self.new_state(), self.new_state()
+            for item in node.items:
+                s2, e2 = self.build(item)
+                self.eps[s].append(s2)
+                self.eps[e2].append(e)
+            return s, e
+        if isinstance(node, ir.Repeat):
+            return self._repeat(node)
+        if isinstance(node, (ir.Intersect, ir.Diff)):
+            return self.embed(self._compile_dfa(node))
+        if isinstance(node, ir.RuleRef):
+            raise GrammarError(f"rule reference {node.name!r} needs the context-free grammar layer")
+        raise TypeError(f"not an IR node: {node!r}")
+
+    def _charset(self, node: ir.CharSet) -> tuple[int, int]:
+        s, e = self.new_state(), self.new_state()
+        for lo, hi in node.ranges:
+            for ranges in utf8_sequences(lo, hi):
+                cur = s
+                for i, (blo, bhi) in enumerate(ranges):
+                    nxt = e if i == len(ranges) - 1 else self.new_state()
+                    self.edges[cur].append((blo, bhi, nxt))
+                    cur = nxt
+        return s, e
+
+    def _repeat(self, node: ir.Repeat) -> tuple[int, int]:
+        s = e = self.new_state()
+        for _ in range(node.lo):
+            s2, e2 = self.build(node.item)
+            self.eps[e].append(s2)
+            e = e2
+        if node.hi is None:
+            loop = self.new_state()
+            s2, e2 = self.build(node.item)
+            self.eps[e].append(loop)
+            self.eps[loop].append(s2)
+            self.eps[e2].append(loop)
+            return s, loop
+        end = self.new_state()
+        for _ in range(node.hi - node.lo):
+            s2, e2 = self.build(node.item)
+            self.eps[e].append(s2)
+            self.eps[e].append(end)
+            e = e2
+        self.eps[e].append(end)
+        return s, end
+
+    def embed(self, dfa) -> tuple[int, int]:
+        """Copy a :class:`~leapgen.automata.dfa.Dfa` in as a fragment."""
+        base = [self.new_state() for _ in range(dfa.n_states)]
+        end = self.new_state()
+        trans = dfa.trans
+        for q in range(dfa.n_states):
+            row = trans[q]
+            cuts = np.flatnonzero(np.diff(row)) + 1
+            starts = np.concatenate(([0], cuts))
+            ends = np.concatenate((cuts - 1, [255]))
+            for lo, hi in zip(starts.tolist(), ends.tolist()):
+                t = int(row[lo])
+                if t >= 0:
+                    self.edges[base[q]].append((lo, hi, base[t]))
+            if dfa.accepting[q]:
+                self.eps[base[q]].append(end)
+        return base[dfa.start], end

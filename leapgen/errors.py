@@ -1,0 +1,54 @@
+"""The one exception hierarchy of leapgen.
+
+Library code raises these; the engine catches them, fails the one request
+concerned and goes on.
+"""
+
+from __future__ import annotations
+
+
+class LeapgenError(Exception):
+    """Base class of every error leapgen raises on purpose."""
+
+
+class GrammarError(LeapgenError, ValueError):
+    """A grammar (regex, JSON Schema or EBNF) is malformed or uses a construct
+    leapgen does not support.
+
+    Attributes
+    ----------
+    where : str or None
+        Where the problem is: ``"offset 7"`` in a regex, a JSON pointer such as
+        ``"/properties/age/minimum"`` in a schema, ``"line 3:14"`` in EBNF.
+    """
+
+    def __init__(self, message: str, *, where: str | None = None):
+        self.where = where
+        super().__init__(f"{message} (at {where})" if where is not None else message)
+
+
+class RegexError(GrammarError):
+    """A regex is malformed or uses an unsupported construct; ``where`` is the
+    character offset in the pattern."""
+
+    def __init__(self, message: str, *, pattern: str, offset: int):
+        self.pattern = pattern
+        self.offset = offset
+        super().__init__(f"{message} in regex {pattern!r}", where=f"offset {offset}")
+
+
+class SchemaError(GrammarError):
+    """A JSON Schema is malformed or uses a keyword leapgen cannot enforce;
+    ``where`` is the JSON pointer (RFC 6901) of the offending keyword."""
+
+    def __init__(self, message: str, *, pointer: str):
+        self.pointer = pointer
+        super().__init__(message, where=f"JSON pointer {pointer or '/'!s}")
+
+
+class CompileLimitError(GrammarError):
+    """Compiling would exceed a configured limit (automaton states, time)."""
+
+
+class TokenizerError(LeapgenError, ValueError):
+    """A tokenizer or vocabulary cannot be understood."""

@@ -1,0 +1,260 @@
+"""Grammar IR: the byte-level regular-expression terms every front-end emits.
+
+Regex, JSON Schema and EBNF front-ends build these immutable, hashable nodes;
+the automata layer (:mod:`leapgen.automata`) turns them into byte-level DFAs.
+Nothing here knows about tokens.
+
+Nodes
+-----
+``Bytes(data)``            the exact byte string ``data`` (``b""`` is epsilon).
+``ByteSet(ranges)``        one byte in the inclusive ranges ``((lo, hi), ...)``.
+``CharSet(ranges)``        one Unicode scalar value (code point, surrogates
+                           excluded) in the inclusive ranges, matched as its
+                           UTF-8 encoding.
+``Seq(items)``             concatenation.
+``Alt(items)``             union (``Alt(())`` is the empty language).
+``Repeat(item, lo, hi)``   ``item{lo,hi}``; ``hi=None`` means unbounded.
+``Intersect(items)``       language intersection (built by DFA product).
+``Diff(left, right)``      language difference ``left \\ right``.
+``RuleRef(name)``          a reference to a named rule of a context-free
+                           grammar (resolved by the CFG layer).
+
+Use the helper constructors (:func:`seq`, :func:`alt`, :func:`lit`, ...): they
+flatten and simplify, so structurally equal languages mostly get equal terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_UNICODE = 0x10FFFF
+
+
+class Node:
+    """Base class of IR nodes (immutable, hashable)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Bytes(Node):
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ByteSet(Node):
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CharSet(Node):
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Seq(Node):
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Alt(Node):
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat(Node):
+    item: Node
+    lo: int
+    hi: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Intersect(Node):
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Diff(Node):
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRef(Node):
+    name: str
+
+
+EMPTY = Bytes(b"")
+"""The language holding only the empty string."""
+
+NOTHING = Alt(())
+"""The empty language (matches nothing)."""
+
+
+def normalize_ranges(ranges, limit: int) -> tuple[tuple[int, int], ...]:
+    """Sort and merge inclusive integer ranges, clipped to ``[0, limit]``."""
+    out: list[list[int]] = []
+    for lo, hi in sorted((max(0, lo), min(limit, hi)) for lo, hi in ranges):
+        if lo > hi:
+            continue
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in out)
+
+
+def complement_ranges(ranges, limit: int) -> tuple[tuple[int, int], ...]:
+    """The ranges of ``[0, limit]`` not covered by ``ranges``."""
+    out = []
+    nxt = 0
+    for lo, hi in normalize_ranges(ranges, limit):
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= limit:
+        out.append((nxt, limit))
+    return tuple(out)
+
+
+def lit(text: str | bytes) -> Node:
+    """The exact text, UTF-8 encoded when given as ``str``."""
+    return Bytes(text.encode("utf-8") if isinstance(text, str) else bytes(text))
+
+
+def byteset(ranges) -> Node:
+    """One byte from inclusive ranges; a single byte becomes :class:`Bytes`."""
+    rs = normalize_ranges(ranges, 0xFF)
+    if not rs:
+        return NOTHING
+    if len(rs) == 1 and rs[0][0] == rs[0][1]:
+        return Bytes(bytes([rs[0][0]]))
+    return ByteSet(rs)
+
+
+def charset(ranges, *, negate: bool = False) -> Node:
+    """One Unicode scalar value from inclusive code point ranges.
+
+    Parameters
+    ----------
+    ranges : iterable of (int, int)
+        Inclusive code point ranges; may overlap and be unsorted.
+    negate : bool, default False
+        Match every scalar value *not* in ``ranges``.
+    """
+    rs = normalize_ranges(ranges, MAX_UNICODE)
+    if negate:
+        rs = complement_ranges(rs, MAX_UNICODE)
+    if not rs:
+        return NOTHING
+    if len(rs) == 1 and rs[0][0] == rs[0][1] and not 0xD800 <= rs[0][0] <= 0xDFFF:
+        return lit(chr(rs[0][0]))
+    return CharSet(rs)
+
+
+ANY_CHAR = CharSet(((0, MAX_UNICODE),))
+"""Any one Unicode scalar value."""
+
+
+def seq(*items: Node) -> Node:
+    """Concatenation, flattened; adjacent literals are merged."""
+    flat: list[Node] = []
+    for it in items:
+        parts = it.items if isinstance(it, Seq) else (it,)
+        for p in parts:
+            if p == NOTHING:
+                return NOTHING
+            if isinstance(p, Bytes):
+                if not p.data:
+                    continue
+                if flat and isinstance(flat[-1], Bytes):
+                    flat[-1] = Bytes(flat[-1].data + p.data)
+                    continue
+            flat.append(p)
+    if not flat:
+        return EMPTY
+    if len(flat) == 1:
+        return flat[0]
+    return Seq(tuple(flat))
+
+
+def alt(*items: Node) -> Node:
+    """Union, flattened and deduplicated (order kept)."""
+    flat: list[Node] = []
+    seen: set[Node] = set()
+    for it in items:
+        parts = it.items if isinstance(it, Alt) else (it,)
+        for p in parts:
+            if p not in seen:
+                seen.add(p)
+                flat.append(p)
+    if len(flat) == 1:
+        return flat[0]
+    return Alt(tuple(flat))
+
+
+def repeat(item: Node, lo: int, hi: int | None) -> Node:
+    """``item{lo,hi}`` (``hi=None``: unbounded).
+
+    Raises
+    ------
+    ValueError
+        If ``lo < 0`` or ``hi < lo``.
+    """
+    if lo < 0 or (hi is not None and hi < lo):
+        raise ValueError(f"bad repetition bounds {{{lo},{hi}}}")
+    if hi == 0 or item == EMPTY:
+        return EMPTY
+    if item == NOTHING:
+        return EMPTY if lo == 0 else NOTHING
+    if lo == 1 and hi == 1:
+        return item
+    return Repeat(item, lo, hi)
+
+
+def opt(item: Node) -> Node:
+    """``item?``"""
+    return repeat(item, 0, 1)
+
+
+def star(item: Node) -> Node:
+    """``item*``"""
+    return repeat(item, 0, None)
+
+
+def plus(item: Node) -> Node:
+    """``item+``"""
+    return repeat(item, 1, None)
+
+
+def intersect(*items: Node) -> Node:
+    """Language intersection of ``items``."""
+    flat = []
+    for it in items:
+        flat.extend(it.items if isinstance(it, Intersect) else (it,))
+    if any(i == NOTHING for i in flat):
+        return NOTHING
+    flat = list(dict.fromkeys(flat))
+    if len(flat) == 1:
+        return flat[0]
+    return Intersect(tuple(flat))
+
+
+def diff(left: Node, right: Node) -> Node:
+    """Language difference ``left \\ right``."""
+    if right == NOTHING or left == NOTHING:
+        return left
+    return Diff(left, right)
+
+
+def contains_ruleref(node: Node) -> bool:
+    """Whether ``node`` refers to a named rule anywhere (needs the CFG layer)."""
+    if isinstance(node, RuleRef):
+        return True
+    if isinstance(node, (Seq, Alt, Intersect)):
+        return any(contains_ruleref(i) for i in node.items)
+    if isinstance(node, Repeat):
+        return contains_ruleref(node.item)
+    if isinstance(node, Diff):
+        return contains_ruleref(node.left) or contains_ruleref(node.right)
+    return False

@@ -1,0 +1,5 @@
+"""Per-request matching: GrammarMatcher."""
+
+from leapgen.matcher.matcher import GrammarMatcher
+
+__all__ = ["GrammarMatcher"]

@@ -1,0 +1,277 @@
+"""GrammarMatcher: the per-request cursor over a compiled grammar.
+
+The verbs are xgrammar's, so engines can swap leapgen in:
+``fill_next_token_bitmask``, ``accept_token``, ``accept_string``,
+``is_completed``, ``is_terminated``, ``rollback``, ``reset``, ``fork``,
+``find_jump_forward_string``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from leapgen.compiler.compiled import CompiledGrammar
+
+
+def _bitmask_array(bitmask) -> np.ndarray | None:
+    """A writable numpy view of a CPU bitmask (numpy array or torch tensor), or None."""
+    if isinstance(bitmask, np.ndarray):
+        return bitmask
+    if getattr(bitmask, "device", None) is not None and bitmask.device.type == "cpu":
+        return bitmask.numpy()
+    return None
+
+
+def _utf8_whole_prefix(data: bytes) -> bytes:
+    """The longest prefix of ``data`` that ends on a UTF-8 character boundary."""
+    end = len(data)
+    i = end - 1
+    while i >= 0 and i > end - 4 and 0x80 <= data[i] < 0xC0:
+        i -= 1
+    if i >= 0 and data[i] >= 0xC0:
+        need = 2 if data[i] < 0xE0 else 3 if data[i] < 0xF0 else 4
+        if end - i < need:
+            return data[:i]
+    return data
+
+
+class GrammarMatcher:
+    """Matches a token stream against a compiled grammar, one request each.
+
+    Parameters
+    ----------
+    compiled_grammar : CompiledGrammar
+        Shared and never mutated by the matcher.
+    stop_token_ids : iterable of int, optional
+        Stop tokens (default: the vocabulary's). A stop token is allowed
+        exactly when the grammar may end; accepting one terminates the matcher.
+    max_rollback_tokens : int, default -1
+        History kept for :meth:`rollback`; -1 keeps it all.
+
+    Notes
+    -----
+    Not thread-safe: one matcher belongs to one request. A rejected token or
+    string leaves the matcher unchanged.
+    """
+
+    def __init__(self, compiled_grammar: CompiledGrammar, *, stop_token_ids: Iterable[int] | None = None,
+                 max_rollback_tokens: int = -1):
+        self.compiled_grammar = compiled_grammar
+        info = compiled_grammar.tokenizer_info
+        self._vocab_size = info.vocab_size
+        self._token_bytes = info.token_bytes
+        if stop_token_ids is None:
+            self._stop_ids = frozenset(info.stop_token_ids)
+            self._custom_stop = None
+        else:
+            self._stop_ids = frozenset(int(t) for t in stop_token_ids)
+            bad = [t for t in self._stop_ids if not 0 <= t < self._vocab_size]
+            if bad:
+                raise ValueError(f"stop token ids out of range [0, {self._vocab_size}): {sorted(bad)}")
+            self._custom_stop = np.array(sorted(self._stop_ids), np.int64)
+        self._trans = memoryview(compiled_grammar.trans_flat)
+        self._accepting = compiled_grammar.accepting.tolist()
+        self._start = compiled_grammar.dfa.start
+        self.max_rollback_tokens = max_rollback_tokens
+        self.reset()
+
+    # -- state ------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Back to the start of the grammar (mutates)."""
+        self._state = self._start
+        self._terminated = False
+        self._history: list[tuple[int, bool]] = []
+
+    @property
+    def num_accepted_tokens(self) -> int:
+        """Tokens (and strings) accepted and not rolled back, as far as history is kept."""
+        return len(self._history)
+
+    @property
+    def state(self) -> int:
+        """The current DFA state (for tools and tests)."""
+        return self._state
+
+    def is_completed(self) -> bool:
+        """Whether what was accepted is a complete match (the grammar may end here)."""
+        return self._terminated or self._accepting[self._state]
+
+    def is_terminated(self) -> bool:
+        """Whether a stop token was accepted."""
+        return self._terminated
+
+    def fork(self) -> "GrammarMatcher":
+        """An independent copy with the same state and history (the grammar is shared)."""
+        other = object.__new__(GrammarMatcher)
+        other.__dict__.update(self.__dict__)
+        other._history = list(self._history)
+        return other
+
+    # -- masks ------------------------------------------------------------------------------
+
+    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+        """Write the allowed next tokens into row ``index`` of ``bitmask``.
+
+        Parameters
+        ----------
+        bitmask : torch.Tensor or numpy.ndarray
+            int32, shape ``(batch, ceil(vocab_size / 32))``; bit 1 = allowed.
+            A CPU tensor is written through a shared numpy view; a CUDA tensor
+            through a host-to-device copy.
+        index : int, default 0
+            The row to fill.
+
+        Returns
+        -------
+        bool
+            need_apply: False when every token is allowed (the engine may skip
+            applying the mask).
+
+        Notes
+        -----
+        Mutates ``bitmask[index]`` only; the matcher's state is unchanged.
+        After termination only the stop tokens are allowed.
+        """
+        if self._terminated:
+            row = self.compiled_grammar.token_index.bitmask_row(np.zeros(0, np.int64), allow_stop=False)
+            row = self._with_stop(row, True)
+            need_apply = True
+        else:
+            row, need_apply = self.compiled_grammar.bitmask_row(self._state)
+            if self._custom_stop is not None:
+                row = self._with_stop(row, self._accepting[self._state])
+                need_apply = True
+        arr = _bitmask_array(bitmask)
+        if arr is not None:
+            arr[index, :] = row
+        else:
+            import torch
+
+            bitmask[index].copy_(torch.from_numpy(np.array(row)), non_blocking=True)
+        return need_apply
+
+    def _with_stop(self, row: np.ndarray, allow: bool) -> np.ndarray:
+        """Replace the vocabulary's stop-token bits with this matcher's."""
+        out = np.array(row)
+        default = self.compiled_grammar.token_index.stop_token_ids
+        words = out.view(np.uint32)
+        for ids, on in ((default, False), (self._custom_stop if self._custom_stop is not None else default, allow)):
+            for t in ids.tolist():
+                if on:
+                    words[t >> 5] |= np.uint32(1 << (t & 31))
+                else:
+                    words[t >> 5] &= ~np.uint32(1 << (t & 31))
+        return out
+
+    # -- accepting ----------------------------------------------------------------------------
+
+    def _walk(self, data: bytes) -> int:
+        s = self._state
+        t = self._trans
+        for b in data:
+            s = t[(s << 8) | b]
+            if s < 0:
+                return -1
+        return s
+
+    def _push(self, new_state: int, terminated: bool) -> None:
+        self._history.append((self._state, self._terminated))
+        if 0 <= self.max_rollback_tokens < len(self._history):
+            del self._history[0]
+        self._state = new_state
+        self._terminated = terminated
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token if the grammar allows it.
+
+        Parameters
+        ----------
+        token_id : int
+            In ``[0, vocab_size)``.
+
+        Returns
+        -------
+        bool
+            True if accepted (state advanced); False if rejected (unchanged).
+
+        Raises
+        ------
+        ValueError
+            ``token_id`` outside ``[0, vocab_size)``.
+        """
+        if not 0 <= token_id < self._vocab_size:
+            raise ValueError(f"token id {token_id} outside [0, {self._vocab_size})")
+        if self._terminated:
+            return False
+        if token_id in self._stop_ids:
+            if not self._accepting[self._state]:
+                return False
+            self._push(self._state, True)
+            return True
+        data = self._token_bytes[token_id]
+        if not data:
+            return False  # special or padding token
+        s = self._walk(data)
+        if s < 0:
+            return False
+        self._push(s, False)
+        return True
+
+    def accept_string(self, text: str | bytes) -> bool:
+        """Advance by a whole string (one history step) if the grammar allows it.
+
+        Returns True if accepted; False leaves the matcher unchanged. A string
+        may end inside a UTF-8 character only when given as ``bytes``.
+        """
+        if self._terminated:
+            return False
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        s = self._walk(data)
+        if s < 0:
+            return False
+        self._push(s, False)
+        return True
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` accepted tokens/strings (mutates).
+
+        Raises
+        ------
+        ValueError
+            ``num_tokens`` is negative or more than the history holds.
+        """
+        if num_tokens < 0 or num_tokens > len(self._history):
+            raise ValueError(f"cannot roll back {num_tokens} tokens; {len(self._history)} in history")
+        if num_tokens == 0:
+            return
+        self._state, self._terminated = self._history[-num_tokens]
+        del self._history[-num_tokens:]
+
+    # -- jump-forward ---------------------------------------------------------------------------
+
+    def find_jump_forward_bytes(self) -> bytes:
+        """The bytes the grammar forces next (may end inside a UTF-8 character).
+
+        Stops before any state where the grammar may end (EOS is then an
+        alternative) or where more than one byte may follow. Does not mutate.
+        """
+        if self._terminated:
+            return b""
+        return self.compiled_grammar.forced_bytes(self._state)
+
+    def find_jump_forward_string(self) -> str:
+        """The longest text the grammar forces from here, as whole characters.
+
+        Returns ``""`` when nothing is forced or when the matcher stands inside
+        a multi-byte character. Never splits a UTF-8 character; stops before
+        any point where the grammar may end. Does not mutate.
+
+        Source: the compressed FSM of SGLang (Zheng et al., 2024, section 4).
+        """
+        data = self.find_jump_forward_bytes()
+        if not data or 0x80 <= data[0] < 0xC0:
+            return ""
+        return _utf8_whole_prefix(data).decode("utf-8")
