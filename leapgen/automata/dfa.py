@@ -68,7 +68,7 @@ class Dfa:
 EMPTY_DFA = Dfa(np.zeros((0, 256), np.int32), np.zeros(0, bool), 0)
 
 
-def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES) -> Dfa:
+def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids: dict[str, int] | None = None) -> Dfa:
     """Compile IR to a minimized, trimmed byte-level DFA.
 
     Parameters
@@ -77,6 +77,10 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES) -> Dfa:
         The language (must contain no :class:`~leapgen.grammar.ir.RuleRef`).
     max_states : int
         Limit on NFA and DFA states.
+    rule_ids : dict of str to int, optional
+        For a rule body of a context-free grammar: ``RuleRef(name)`` becomes
+        the *call symbol* ``256 + rule_ids[name]`` and the DFA's alphabet is
+        ``256 + len(rule_ids)`` wide.
 
     Returns
     -------
@@ -101,26 +105,40 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES) -> Dfa:
         left = compile_dfa(node.left, max_states=max_states)
         right = compile_dfa(node.right, max_states=max_states)
         return product(left, right, difference=True, max_states=max_states)
-    nfa = Nfa(max_states, lambda n: compile_dfa(n, max_states=max_states))
+    nfa = Nfa(max_states, lambda n: compile_dfa(n, max_states=max_states), rule_ids=rule_ids)
     start, end = nfa.build(node)
-    return minimize(_determinize(nfa, start, end, max_states))
+    alphabet = 256 + (len(rule_ids) if rule_ids else 0)
+    trans, accepting, starts = determinize(nfa, [start], end, max_states, alphabet=alphabet)
+    return minimize(Dfa(trans, accepting, starts[0]))
 
 
-def _byte_classes(nfa) -> tuple[np.ndarray, int]:
-    bounds = {0, 256}
+def _byte_classes(nfa, alphabet: int) -> tuple[np.ndarray, int]:
+    bounds = {0, alphabet}
     for es in nfa.edges:
         for lo, hi, _ in es:
             bounds.add(lo)
             bounds.add(hi + 1)
     cuts = sorted(bounds)
-    byte_class = np.empty(256, np.int32)
+    byte_class = np.empty(alphabet, np.int32)
     for i in range(len(cuts) - 1):
         byte_class[cuts[i]:cuts[i + 1]] = i
     return byte_class, len(cuts) - 1
 
 
-def _determinize(nfa, start: int, end: int, max_states: int) -> Dfa:
-    byte_class, k = _byte_classes(nfa)
+def determinize(nfa, starts: list[int], end: int, max_states: int, *,
+                alphabet: int = 256) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Subset construction from one or more NFA start states.
+
+    Returns
+    -------
+    trans : numpy.ndarray
+        int32, shape ``(n_states, alphabet)``, -1 = dead.
+    accepting : numpy.ndarray
+        bool, ``(n_states,)``: the subset holds ``end``.
+    start_ids : list of int
+        The DFA state of each NFA start (subsets are shared between starts).
+    """
+    byte_class, k = _byte_classes(nfa, alphabet)
     bc = byte_class.tolist()
     moves: list[dict[int, list[int]]] = []
     for es in nfa.edges:
@@ -145,9 +163,15 @@ def _determinize(nfa, start: int, end: int, max_states: int) -> Dfa:
             got = closure_cache[seeds] = frozenset(seen)
         return got
 
-    first = closure(frozenset((start,)))
-    ids = {first: 0}
-    sets = [first]
+    ids: dict[frozenset, int] = {}
+    sets: list[frozenset] = []
+    start_ids = []
+    for start in starts:
+        first = closure(frozenset((start,)))
+        if first not in ids:
+            ids[first] = len(sets)
+            sets.append(first)
+        start_ids.append(ids[first])
     rows: list[list[int]] = []
     i = 0
     while i < len(sets):
@@ -173,7 +197,7 @@ def _determinize(nfa, start: int, end: int, max_states: int) -> Dfa:
         i += 1
     table = np.array(rows, np.int32).reshape(len(rows), k)
     accepting = np.array([end in s for s in sets], bool)
-    return Dfa(table[:, byte_class], accepting, 0)
+    return np.ascontiguousarray(table[:, byte_class]), accepting, start_ids
 
 
 def trim(dfa: Dfa) -> Dfa:

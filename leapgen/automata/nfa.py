@@ -29,11 +29,12 @@ class Nfa:
         ``edges[s]``: ``(lo, hi, target)`` byte-range edges, bounds inclusive.
     """
 
-    def __init__(self, max_states: int, compile_dfa: Callable):
+    def __init__(self, max_states: int, compile_dfa: Callable, *, rule_ids: dict[str, int] | None = None):
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.max_states = max_states
         self._compile_dfa = compile_dfa
+        self._rule_ids = rule_ids
 
     def new_state(self) -> int:
         if len(self.eps) >= self.max_states:
@@ -77,7 +78,13 @@ class Nfa:
         if isinstance(node, (ir.Intersect, ir.Diff)):
             return self.embed(self._compile_dfa(node))
         if isinstance(node, ir.RuleRef):
-            raise GrammarError(f"rule reference {node.name!r} needs the context-free grammar layer")
+            if self._rule_ids is None or node.name not in self._rule_ids:
+                raise GrammarError(f"rule reference {node.name!r} cannot be used here (undefined, or inside an "
+                                   "intersection/difference)")
+            s, e = self.new_state(), self.new_state()
+            sym = 256 + self._rule_ids[node.name]
+            self.edges[s].append((sym, sym, e))
+            return s, e
         raise TypeError(f"not an IR node: {node!r}")
 
     def _charset(self, node: ir.CharSet) -> tuple[int, int]:
@@ -114,19 +121,20 @@ class Nfa:
         return s, end
 
     def embed(self, dfa) -> tuple[int, int]:
-        """Copy a :class:`~leapgen.automata.dfa.Dfa` in as a fragment."""
+        """Copy a byte-level :class:`~leapgen.automata.dfa.Dfa` in as a fragment."""
         base = [self.new_state() for _ in range(dfa.n_states)]
         end = self.new_state()
-        trans = dfa.trans
         for q in range(dfa.n_states):
-            row = trans[q]
-            cuts = np.flatnonzero(np.diff(row)) + 1
-            starts = np.concatenate(([0], cuts))
-            ends = np.concatenate((cuts - 1, [255]))
-            for lo, hi in zip(starts.tolist(), ends.tolist()):
-                t = int(row[lo])
-                if t >= 0:
-                    self.edges[base[q]].append((lo, hi, base[t]))
+            for lo, hi, t in row_ranges(dfa.trans[q, :256]):
+                self.edges[base[q]].append((lo, hi, base[t]))
             if dfa.accepting[q]:
                 self.eps[base[q]].append(end)
         return base[dfa.start], end
+
+
+def row_ranges(row: np.ndarray) -> list[tuple[int, int, int]]:
+    """``(lo, hi, target)`` runs of equal live targets in one transition row."""
+    cuts = np.flatnonzero(np.diff(row)) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts - 1, [len(row) - 1]))
+    return [(lo, hi, int(row[lo])) for lo, hi in zip(starts.tolist(), ends.tolist()) if row[lo] >= 0]

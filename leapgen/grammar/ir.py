@@ -258,3 +258,23 @@ def contains_ruleref(node: Node) -> bool:
     if isinstance(node, Diff):
         return contains_ruleref(node.left) or contains_ruleref(node.right)
     return False
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A context-free grammar: named rules whose bodies are IR and may refer to
+    each other with :class:`RuleRef`.
+
+    Attributes
+    ----------
+    rules : dict of str to Node
+        Rule name -> body. Not mutated after construction.
+    root : str
+        The start rule.
+    """
+
+    rules: dict
+    root: str
+
+    def __hash__(self) -> int:
+        return hash((self.root, tuple(self.rules.items())))
