@@ -1,7 +1,8 @@
 """Grammar compilation: grammar source -> CompiledGrammar for one vocabulary."""
 
-from leapgen.compiler.compiled import CompiledGrammar
+from leapgen.compiler.compiled import CompiledGrammar, RegularGrammar
+from leapgen.compiler.compiled_cfg import ContextFreeGrammar
 from leapgen.compiler.compiler import GrammarCompiler, canonical_schema
 from leapgen.compiler.token_index import TokenIndex
 
-__all__ = ["CompiledGrammar", "GrammarCompiler", "TokenIndex", "canonical_schema"]
+__all__ = ["CompiledGrammar", "ContextFreeGrammar", "RegularGrammar", "GrammarCompiler", "TokenIndex", "canonical_schema"]

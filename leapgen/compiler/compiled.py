@@ -1,14 +1,18 @@
-"""CompiledGrammar: a grammar's DFA bound to one vocabulary.
+"""CompiledGrammar: a grammar's automaton bound to one vocabulary.
 
-Immutable in meaning and shared by every request that uses the grammar. Per
-DFA state it lazily computes, and caches, the packed token bitmask and the
-forced (jump-forward) bytes.
+Immutable in meaning and shared by every request that uses the grammar. A
+matcher's state is opaque to it: an ``int`` DFA state for regular grammars
+(:class:`RegularGrammar`), a configuration of parse stacks for context-free
+ones (:class:`~leapgen.compiler.compiled_cfg.ContextFreeGrammar`). Per state
+the compiled grammar lazily computes, and caches, the packed token bitmask
+and the forced (jump-forward) bytes.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Hashable
 
 import numpy as np
 
@@ -26,52 +30,69 @@ class CompiledGrammar:
     Attributes
     ----------
     tokenizer_info : TokenizerInfo
-    dfa : Dfa
-        The minimized byte-level DFA.
     warnings : tuple of str
         Where the grammar is looser than its source (e.g. a ``oneOf`` compiled
         as ``anyOf``). Empty when the grammar is exact.
     kind : str
-        ``"regex"``, ``"json_schema"`` or ``"ebnf"``.
+        ``"regex"``, ``"json_schema"``, ``"ebnf"`` or ``"ir"``.
     compile_ms : float
         Wall time of the compile, in milliseconds.
+    is_regular : bool
+        True for a single DFA (the fast path), False for a pushdown grammar.
+    mask_cache_hits, mask_cache_misses : int
+        Bitmask rows served from the per-state cache / computed.
     """
 
-    def __init__(self, dfa: Dfa, tokenizer_info: TokenizerInfo, token_index: TokenIndex, *,
-                 kind: str, warnings=(), compile_ms: float = 0.0,
-                 mask_cache_bytes: int = DEFAULT_MASK_CACHE_BYTES):
-        self.dfa = dfa
+    is_regular = True
+
+    def __init__(self, tokenizer_info: TokenizerInfo, token_index: TokenIndex, *, kind: str, warnings=(),
+                 compile_ms: float = 0.0, mask_cache_bytes: int = DEFAULT_MASK_CACHE_BYTES):
         self.tokenizer_info = tokenizer_info
         self.token_index = token_index
         self.kind = kind
         self.warnings = tuple(warnings)
         self.compile_ms = compile_ms
-        self.trans_flat = np.ascontiguousarray(dfa.trans.reshape(-1))
-        self.accepting = dfa.accepting
-        out_degree = np.count_nonzero(dfa.trans >= 0, axis=1)
-        only_byte = np.argmax(dfa.trans >= 0, axis=1)
-        self._forced_byte = np.where((out_degree == 1) & ~dfa.accepting, only_byte, -1).tolist()
-        self._has_exit = (out_degree > 0).tolist()
         row_bytes = token_index.bitmask_words * 4
         self._max_cached_rows = max(16, mask_cache_bytes // max(row_bytes, 1))
-        self._rows: OrderedDict[int, tuple[np.ndarray, bool]] = OrderedDict()
-        self._forced: dict[int, bytes] = {}
+        self._rows: OrderedDict[Hashable, tuple[np.ndarray, bool]] = OrderedDict()
+        self._forced: dict[Hashable, bytes] = {}
         self._lock = threading.Lock()
         self.mask_cache_hits = 0
         self.mask_cache_misses = 0
 
-    @property
-    def n_states(self) -> int:
-        return self.dfa.n_states
+    # -- what subclasses provide -------------------------------------------------------------
 
-    def bitmask_row(self, state: int) -> tuple[np.ndarray, bool]:
-        """The token bitmask row of a DFA state (cached, LRU-bounded).
+    @property
+    def start_state(self) -> Hashable:
+        """The matcher state before any input."""
+        raise NotImplementedError
+
+    def walk(self, state: Hashable, data: bytes) -> Hashable | None:
+        """The state after ``data`` from ``state``, or None if rejected (pure)."""
+        raise NotImplementedError
+
+    def is_accepting(self, state: Hashable) -> bool:
+        """Whether the input may end in ``state``."""
+        raise NotImplementedError
+
+    def _allowed_tokens(self, state: Hashable) -> np.ndarray:
+        """int64 ids of the tokens allowed from ``state`` (stop tokens aside)."""
+        raise NotImplementedError
+
+    def _forced_byte(self, state: Hashable) -> int:
+        """The only byte that may follow ``state`` when the input may not end
+        there, else -1."""
+        raise NotImplementedError
+
+    # -- shared caching logic ------------------------------------------------------------------
+
+    def bitmask_row(self, state: Hashable) -> tuple[np.ndarray, bool]:
+        """The token bitmask row of a state (cached, LRU-bounded).
 
         Returns
         -------
         row : numpy.ndarray
-            int32, shape ``(ceil(vocab_size / 32),)``, read-only, shared: do not
-            write to it.
+            int32, shape ``(ceil(vocab_size / 32),)``, read-only and shared.
         need_apply : bool
             False when every token of the vocabulary is allowed.
         """
@@ -80,41 +101,96 @@ class CompiledGrammar:
             self.mask_cache_hits += 1
             return got
         self.mask_cache_misses += 1
-        ids, _ = self.token_index.walk(self.trans_flat, state)
-        row = self.token_index.bitmask_row(ids, allow_stop=bool(self.accepting[state]))
+        ids = self._allowed_tokens(state)
+        accepting = self.is_accepting(state)
+        row = self.token_index.bitmask_row(ids, allow_stop=accepting)
         row.flags.writeable = False
-        n_stop = len(self.token_index.stop_token_ids) if self.accepting[state] else 0
-        need_apply = len(ids) + n_stop < self.tokenizer_info.vocab_size
-        got = (row, need_apply)
+        n_stop = len(self.token_index.stop_token_ids) if accepting else 0
+        got = (row, len(ids) + n_stop < self.tokenizer_info.vocab_size)
         with self._lock:
             self._rows[state] = got
             while len(self._rows) > self._max_cached_rows:
                 self._rows.popitem(last=False)
         return got
 
-    def forced_bytes(self, state: int) -> bytes:
-        """Bytes the grammar forces from ``state``: the longest byte string
-        along which every state has exactly one live byte and is not
-        accepting. Cached per state."""
+    def forced_bytes(self, state: Hashable) -> bytes:
+        """Bytes the grammar forces from ``state``: the longest string along
+        which the input may not end and exactly one byte may follow. Cached."""
         got = self._forced.get(state)
         if got is None:
             out = bytearray()
             q = state
-            fb = self._forced_byte
-            while fb[q] >= 0 and len(out) < MAX_FORCED_BYTES:
-                out.append(fb[q])
-                q = int(self.trans_flat[q * 256 + fb[q]])
-            got = self._forced[state] = bytes(out)
+            while len(out) < MAX_FORCED_BYTES:
+                b = self._forced_byte(q)
+                if b < 0:
+                    break
+                out.append(b)
+                q = self.walk(q, bytes((b,)))
+            got = bytes(out)
+            with self._lock:
+                if len(self._forced) > self._max_cached_rows:
+                    self._forced.clear()
+                self._forced[state] = got
         return got
 
-    def has_continuation(self, state: int) -> bool:
-        """Whether any byte can follow in ``state``."""
-        return self._has_exit[state]
-
     def memory_size_bytes(self) -> int:
-        """Approximate bytes held: DFA plus cached bitmask rows."""
-        rows = sum(r.nbytes for r, _ in list(self._rows.values()))
-        return int(self.trans_flat.nbytes + self.accepting.nbytes + rows)
+        """Approximate bytes held by cached bitmask rows (plus the automaton)."""
+        return int(sum(r.nbytes for r, _ in list(self._rows.values())))
 
     def __repr__(self) -> str:
-        return f"CompiledGrammar(kind={self.kind!r}, n_states={self.n_states}, warnings={len(self.warnings)})"
+        return (f"{type(self).__name__}(kind={self.kind!r}, n_states={getattr(self, 'n_states', '?')}, "
+                f"warnings={len(self.warnings)})")
+
+
+class RegularGrammar(CompiledGrammar):
+    """A grammar compiled to one minimized byte-level DFA; states are ints.
+
+    Attributes
+    ----------
+    dfa : Dfa
+    trans_flat : numpy.ndarray
+        int32, ``(n_states * 256,)``: ``dfa.trans`` flattened (-1 = dead).
+    accepting : numpy.ndarray
+        bool, ``(n_states,)``.
+    """
+
+    is_regular = True
+
+    def __init__(self, dfa: Dfa, tokenizer_info: TokenizerInfo, token_index: TokenIndex, **kwargs):
+        super().__init__(tokenizer_info, token_index, **kwargs)
+        self.dfa = dfa
+        self.trans_flat = np.ascontiguousarray(dfa.trans.reshape(-1))
+        self.accepting = dfa.accepting
+        out_degree = np.count_nonzero(dfa.trans >= 0, axis=1)
+        only_byte = np.argmax(dfa.trans >= 0, axis=1)
+        self._forced_bytes_of = np.where((out_degree == 1) & ~dfa.accepting, only_byte, -1).tolist()
+        self._accepting_list = dfa.accepting.tolist()
+
+    @property
+    def n_states(self) -> int:
+        return self.dfa.n_states
+
+    @property
+    def start_state(self) -> int:
+        return self.dfa.start
+
+    def walk(self, state: int, data: bytes) -> int | None:
+        t = self.trans_flat
+        for b in data:
+            state = int(t[state * 256 + b])
+            if state < 0:
+                return None
+        return state
+
+    def is_accepting(self, state: int) -> bool:
+        return self._accepting_list[state]
+
+    def _allowed_tokens(self, state: int) -> np.ndarray:
+        ids, _ = self.token_index.walk(self.trans_flat, state)
+        return ids
+
+    def _forced_byte(self, state: int) -> int:
+        return self._forced_bytes_of[state]
+
+    def memory_size_bytes(self) -> int:
+        return super().memory_size_bytes() + int(self.trans_flat.nbytes + self.accepting.nbytes)

@@ -9,10 +9,13 @@ from collections import OrderedDict
 from typing import Any
 
 from leapgen.automata import DEFAULT_MAX_STATES, compile_dfa
-from leapgen.compiler.compiled import DEFAULT_MASK_CACHE_BYTES, CompiledGrammar
+from leapgen.automata.pda import DEFAULT_MAX_STACK_DEPTH, Pda
+from leapgen.compiler.compiled import DEFAULT_MASK_CACHE_BYTES, CompiledGrammar, RegularGrammar
+from leapgen.compiler.compiled_cfg import ContextFreeGrammar
 from leapgen.compiler.token_index import TokenIndex
 from leapgen.errors import GrammarError, SchemaError
 from leapgen.grammar import ir
+from leapgen.grammar.cfg import simplify_grammar
 from leapgen.grammar.regex import parse_regex
 from leapgen.vocab import TokenizerInfo
 
@@ -57,10 +60,14 @@ class GrammarCompiler:
         Limit on automaton states per grammar.
     mask_cache_bytes : int, default 256 MiB
         Bound on each compiled grammar's cache of per-state bitmask rows.
+    max_stack_depth : int, default 4096
+        Deepest nesting a context-free grammar's matcher follows; tokens that
+        would nest deeper are masked off.
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache_entries: int = DEFAULT_CACHE_ENTRIES,
-                 max_states: int = DEFAULT_MAX_STATES, mask_cache_bytes: int = DEFAULT_MASK_CACHE_BYTES):
+                 max_states: int = DEFAULT_MAX_STATES, mask_cache_bytes: int = DEFAULT_MASK_CACHE_BYTES,
+                 max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH):
         if cache_entries < 0:
             raise ValueError("cache_entries must be >= 0")
         self.tokenizer_info = tokenizer_info
@@ -68,6 +75,7 @@ class GrammarCompiler:
         self.cache_entries = cache_entries
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
+        self.max_stack_depth = max_stack_depth
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._inflight: dict[tuple, threading.Event] = {}
         self._lock = threading.Lock()
@@ -152,8 +160,43 @@ class GrammarCompiler:
                tuple(sorted((k, repr(v)) for k, v in options.items())))
         return self._cached(key, "json_schema", lambda: json_schema_to_ir(schema, **options))
 
-    def compile_ir(self, node: ir.Node, *, kind: str = "ir", warnings=()) -> CompiledGrammar:
-        """Compile grammar IR directly (not cached)."""
+    def compile_grammar(self, ebnf_text: str, *, root_rule_name: str = "root") -> CompiledGrammar:
+        """Compile an EBNF grammar (GBNF dialect; see :mod:`leapgen.grammar.ebnf`).
+
+        Rules that are not recursive are inlined; a grammar without recursion
+        compiles to one DFA (the fast path), otherwise to a pushdown grammar.
+
+        Parameters
+        ----------
+        ebnf_text : str
+        root_rule_name : str, default "root"
+
+        Returns
+        -------
+        CompiledGrammar
+
+        Raises
+        ------
+        GrammarError
+            Syntax error (with line:column), undefined rule, left recursion,
+            a grammar that matches nothing.
+        CompileLimitError
+            An automaton is too large.
+        """
+        from leapgen.grammar.ebnf import parse_ebnf
+
+        return self._cached(("ebnf", ebnf_text, root_rule_name), "ebnf",
+                            lambda: (parse_ebnf(ebnf_text, root_rule_name=root_rule_name), ()))
+
+    def compile_builtin_json_grammar(self) -> CompiledGrammar:
+        """Compile the grammar of any JSON value (RFC 8259), nested to any
+        depth, with bounded whitespace (see :mod:`leapgen.grammar.builtin`)."""
+        from leapgen.grammar.builtin import JSON_GBNF
+
+        return self.compile_grammar(JSON_GBNF)
+
+    def compile_ir(self, node: ir.Node | ir.Grammar, *, kind: str = "ir", warnings=()) -> CompiledGrammar:
+        """Compile grammar IR (a regular node, or a grammar of rules) directly; not cached."""
         return self._build(kind, lambda: (node, tuple(warnings)))
 
     def clear_cache(self) -> None:
@@ -195,9 +238,16 @@ class GrammarCompiler:
     def _build(self, kind: str, front_end) -> CompiledGrammar:
         t0 = time.perf_counter()
         node, warnings = front_end()
-        dfa = compile_dfa(node, max_states=self.max_states)
-        if dfa.is_empty:
-            raise GrammarError(f"the {kind.replace('_', ' ')} matches no string at all")
-        return CompiledGrammar(dfa, self.tokenizer_info, self.token_index, kind=kind, warnings=warnings,
-                               compile_ms=(time.perf_counter() - t0) * 1e3,
-                               mask_cache_bytes=self.mask_cache_bytes)
+        if isinstance(node, ir.Grammar):
+            node = simplify_grammar(node)
+        common = dict(kind=kind, warnings=warnings, mask_cache_bytes=self.mask_cache_bytes)
+        if isinstance(node, ir.Grammar):
+            pda = Pda(node, max_states=self.max_states, max_stack_depth=self.max_stack_depth)
+            compiled: CompiledGrammar = ContextFreeGrammar(pda, self.tokenizer_info, self.token_index, **common)
+        else:
+            dfa = compile_dfa(node, max_states=self.max_states)
+            if dfa.is_empty:
+                raise GrammarError(f"the {kind.replace('_', ' ')} matches no string at all")
+            compiled = RegularGrammar(dfa, self.tokenizer_info, self.token_index, **common)
+        compiled.compile_ms = (time.perf_counter() - t0) * 1e3
+        return compiled

@@ -71,9 +71,9 @@ class GrammarMatcher:
             if bad:
                 raise ValueError(f"stop token ids out of range [0, {self._vocab_size}): {sorted(bad)}")
             self._custom_stop = np.array(sorted(self._stop_ids), np.int64)
-        self._trans = memoryview(compiled_grammar.trans_flat)
-        self._accepting = compiled_grammar.accepting.tolist()
-        self._start = compiled_grammar.dfa.start
+        # Regular grammars walk their DFA inline (the hot path); others go through the grammar.
+        self._trans = memoryview(compiled_grammar.trans_flat) if compiled_grammar.is_regular else None
+        self._start = compiled_grammar.start_state
         self.max_rollback_tokens = max_rollback_tokens
         self.reset()
 
@@ -91,13 +91,14 @@ class GrammarMatcher:
         return len(self._history)
 
     @property
-    def state(self) -> int:
-        """The current DFA state (for tools and tests)."""
+    def state(self):
+        """The current state: a DFA state (int) for regular grammars, a
+        configuration of parse stacks otherwise (for tools and tests)."""
         return self._state
 
     def is_completed(self) -> bool:
         """Whether what was accepted is a complete match (the grammar may end here)."""
-        return self._terminated or self._accepting[self._state]
+        return self._terminated or self.compiled_grammar.is_accepting(self._state)
 
     def is_terminated(self) -> bool:
         """Whether a stop token was accepted."""
@@ -142,7 +143,7 @@ class GrammarMatcher:
         else:
             row, need_apply = self.compiled_grammar.bitmask_row(self._state)
             if self._custom_stop is not None:
-                row = self._with_stop(row, self._accepting[self._state])
+                row = self._with_stop(row, self.compiled_grammar.is_accepting(self._state))
                 need_apply = True
         arr = _bitmask_array(bitmask)
         if arr is not None:
@@ -168,16 +169,19 @@ class GrammarMatcher:
 
     # -- accepting ----------------------------------------------------------------------------
 
-    def _walk(self, data: bytes) -> int:
-        s = self._state
+    def _walk(self, data: bytes):
+        """The state after ``data``, or None if rejected."""
         t = self._trans
+        if t is None:
+            return self.compiled_grammar.walk(self._state, data)
+        s = self._state
         for b in data:
             s = t[(s << 8) | b]
             if s < 0:
-                return -1
+                return None
         return s
 
-    def _push(self, new_state: int, terminated: bool) -> None:
+    def _push(self, new_state, terminated: bool) -> None:
         self._history.append((self._state, self._terminated))
         if 0 <= self.max_rollback_tokens < len(self._history):
             del self._history[0]
@@ -207,7 +211,7 @@ class GrammarMatcher:
         if self._terminated:
             return False
         if token_id in self._stop_ids:
-            if not self._accepting[self._state]:
+            if not self.compiled_grammar.is_accepting(self._state):
                 return False
             self._push(self._state, True)
             return True
@@ -215,7 +219,7 @@ class GrammarMatcher:
         if not data:
             return False  # special or padding token
         s = self._walk(data)
-        if s < 0:
+        if s is None:
             return False
         self._push(s, False)
         return True
@@ -230,7 +234,7 @@ class GrammarMatcher:
             return False
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         s = self._walk(data)
-        if s < 0:
+        if s is None:
             return False
         self._push(s, False)
         return True

@@ -1,0 +1,327 @@
+"""Pushdown automaton over per-rule byte-level DFAs.
+
+Each recursive rule of a context-free grammar is compiled to a DFA over bytes
+plus *call symbols* (``256 + callee``). A parse configuration is a set of
+stacks of frames ``(rule, state)``; stacks are persistent linked lists, so
+configurations share structure and hash in O(1) (the design of xgrammar's
+persistent stack, Dong et al., 2024, "XGrammar", section 3.3).
+
+- expand: from each stack, follow call edges (push) and finished rules (pop)
+  without consuming bytes, keeping the frames that can consume a byte;
+- step: consume one byte from the expanded frames.
+
+Left recursion is refused at compile time; every other push consumes a byte
+before it can recur, so expansion terminates. Stacks deeper than
+``max_stack_depth`` are cut (documented bound): tokens that would nest deeper
+are masked off.
+
+Context DFAs (per rule, built on demand) classify tokens from a frame without
+looking at the rest of the stack: callees are inlined a few levels deep and
+the rule's exit (and deeper nesting) lead to an "unknown" state, so a token is
+*certain* (valid whatever the stack below), *uncertain* (checked against the
+real stack at run time) or dead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from leapgen.automata.dfa import Dfa, compile_dfa, determinize, minimize
+from leapgen.automata.nfa import Nfa, row_ranges
+from leapgen.errors import CompileLimitError, GrammarError
+from leapgen.grammar import ir
+
+DEFAULT_MAX_STACK_DEPTH = 4096
+CONTEXT_NFA_BUDGET = 20_000
+
+
+class Stack:
+    """An immutable stack of frames; ``parent`` is the stack below the top frame."""
+
+    __slots__ = ("rule", "state", "parent", "depth", "_hash")
+
+    def __init__(self, rule: int, state: int, parent: "Stack | None"):
+        self.rule = rule
+        self.state = state
+        self.parent = parent
+        self.depth = 1 if parent is None else parent.depth + 1
+        self._hash = hash((rule, state, 0 if parent is None else parent._hash))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        a, b = self, other
+        while a is not b:
+            if (a is None or b is None or a._hash != b._hash or a.rule != b.rule or a.state != b.state):
+                return False
+            a, b = a.parent, b.parent
+        return True
+
+    def __repr__(self) -> str:
+        frames = []
+        s = self
+        while s is not None and len(frames) < 8:
+            frames.append(f"{s.rule}:{s.state}")
+            s = s.parent
+        return "Stack(" + " < ".join(frames) + (" ..." if s is not None else "") + ")"
+
+
+Config = frozenset  # of Stack
+
+
+@dataclass(frozen=True, slots=True)
+class Expansion:
+    """What a configuration can do next without consuming a byte.
+
+    Attributes
+    ----------
+    frames : tuple of Stack
+        Stacks whose top frame has a byte edge.
+    next_bytes : numpy.ndarray
+        bool, ``(256,)``: bytes some frame can consume.
+    complete : bool
+        The whole input may end here (root rule finished, empty stack below).
+    """
+
+    frames: tuple
+    next_bytes: np.ndarray
+    complete: bool
+
+
+class Pda:
+    """The rules of a context-free grammar as DFAs with call edges (immutable).
+
+    Parameters
+    ----------
+    grammar : ir.Grammar
+        Root plus recursive rules (see :func:`leapgen.grammar.cfg.simplify_grammar`).
+    max_states : int
+        Limit on each rule's automaton states.
+    max_stack_depth : int
+        Deepest stack kept (see module docstring).
+
+    Raises
+    ------
+    GrammarError
+        Left recursion; the root can never finish.
+    CompileLimitError
+        A rule's automaton is too large.
+    """
+
+    def __init__(self, grammar: ir.Grammar, *, max_states: int, max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH):
+        self.names = [grammar.root] + [n for n in grammar.rules if n != grammar.root]
+        rule_ids = {n: i for i, n in enumerate(self.names)}
+        self.max_stack_depth = max_stack_depth
+        dfas = [compile_dfa(grammar.rules[n], max_states=max_states, rule_ids=rule_ids) for n in self.names]
+        self.dfas = self._drop_unproductive(dfas)
+        self._check_left_recursion()
+        n_rules = len(self.names)
+        self.byte_trans = [np.ascontiguousarray(d.trans[:, :256]) for d in self.dfas]
+        self.byte_flat = [memoryview(t.reshape(-1)) for t in self.byte_trans]
+        self.has_bytes = [(t >= 0).any(axis=1).tolist() for t in self.byte_trans]
+        self.accepting = [d.accepting.tolist() for d in self.dfas]
+        self.calls: list[list[tuple[tuple[int, int], ...]]] = []
+        for d in self.dfas:
+            per_state = []
+            for q in range(d.n_states):
+                row = d.trans[q, 256:256 + n_rules]
+                per_state.append(tuple((int(c), int(row[c])) for c in np.flatnonzero(row >= 0)))
+            self.calls.append(per_state)
+        self.start_config: Config = frozenset((Stack(0, self.dfas[0].start, None),))
+
+    # -- compile-time analysis -----------------------------------------------------------------
+
+    def _drop_unproductive(self, dfas: list[Dfa]) -> list[Dfa]:
+        n = len(dfas)
+        productive = [False] * n
+        changed = True
+        while changed:
+            changed = False
+            for r, d in enumerate(dfas):
+                if not productive[r] and self._reaches_accept(d, [256 + c for c in range(n) if productive[c]]):
+                    productive[r] = changed = True
+        if not productive[0]:
+            raise GrammarError(f"the grammar matches nothing: rule {self.names[0]!r} can never finish")
+        dead_cols = [256 + c for c in range(n) if not productive[c]]
+        out = []
+        for d in dfas:
+            if dead_cols and (d.trans[:, dead_cols] >= 0).any():
+                t = d.trans.copy()
+                t[:, dead_cols] = -1
+                d = minimize(Dfa(t, d.accepting, d.start))
+            out.append(d)
+        return out
+
+    @staticmethod
+    def _reaches_accept(d: Dfa, call_cols: list[int]) -> bool:
+        cols = list(range(256)) + call_cols
+        seen = {d.start}
+        todo = [d.start]
+        while todo:
+            q = todo.pop()
+            if d.accepting[q]:
+                return True
+            for t in np.unique(d.trans[q, cols]).tolist():
+                if t >= 0 and t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return False
+
+    def _check_left_recursion(self) -> None:
+        n = len(self.dfas)
+        nullable = [False] * n
+        changed = True
+        while changed:
+            changed = False
+            for r, d in enumerate(self.dfas):
+                if not nullable[r] and self._empty_reach(d, nullable)[1]:
+                    nullable[r] = changed = True
+        left: dict[int, set[int]] = {}
+        for r, d in enumerate(self.dfas):
+            reach, _ = self._empty_reach(d, nullable)
+            left[r] = {c for q in reach for c in range(n) if d.trans[q, 256 + c] >= 0}
+        for r in range(n):
+            seen, todo = set(), list(left[r])
+            while todo:
+                c = todo.pop()
+                if c == r:
+                    raise GrammarError(f"rule {self.names[r]!r} is left-recursive (it can call itself before "
+                                       "consuming any text); rewrite it with repetition")
+                if c not in seen:
+                    seen.add(c)
+                    todo.extend(left[c])
+
+    @staticmethod
+    def _empty_reach(d: Dfa, nullable: list[bool]) -> tuple[set[int], bool]:
+        """States reachable from the start through calls of nullable rules only."""
+        seen = {d.start}
+        todo = [d.start]
+        while todo:
+            q = todo.pop()
+            for c, ok in enumerate(nullable):
+                t = int(d.trans[q, 256 + c])
+                if ok and t >= 0 and t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return seen, any(d.accepting[q] for q in seen)
+
+    # -- run time --------------------------------------------------------------------------------
+
+    def expand(self, config: Config) -> Expansion:
+        """Follow calls and returns from every stack of ``config`` (pure)."""
+        seen: set[Stack] = set()
+        frames = []
+        complete = False
+        work = list(config)
+        while work:
+            s = work.pop()
+            if s in seen:
+                continue
+            seen.add(s)
+            r, q = s.rule, s.state
+            if self.has_bytes[r][q]:
+                frames.append(s)
+            calls = self.calls[r][q]
+            if calls and s.depth < self.max_stack_depth:
+                for callee, ret in calls:
+                    work.append(Stack(callee, self.dfas[callee].start, Stack(r, ret, s.parent)))
+            if self.accepting[r][q]:
+                if s.parent is None:
+                    complete = True
+                else:
+                    work.append(s.parent)
+        next_bytes = np.zeros(256, bool)
+        for s in frames:
+            next_bytes |= self.byte_trans[s.rule][s.state] >= 0
+        return Expansion(tuple(frames), next_bytes, complete)
+
+    def step(self, expansion: Expansion, byte: int) -> Config:
+        """Consume one byte from an expansion; an empty result means rejected."""
+        out = set()
+        for s in expansion.frames:
+            t = self.byte_flat[s.rule][(s.state << 8) | byte]
+            if t >= 0:
+                out.add(Stack(s.rule, t, s.parent))
+        return frozenset(out)
+
+    # -- context DFAs ------------------------------------------------------------------------------
+
+    def context_dfa(self, rule: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """The context DFA of ``rule`` (see module docstring).
+
+        Callees are inlined ``depth`` levels deep; the rule's exit continues
+        into every place the rule is called from (``return_levels`` levels of
+        callers; a union over callers, so it over-approximates) and then into
+        the "unknown" state. Only states of the rule itself and of its inlined
+        callees are *certain*.
+
+        Returns
+        -------
+        trans_flat : numpy.ndarray
+            int32, ``(n * 256,)`` byte transitions.
+        certain : numpy.ndarray
+            bool, ``(n,)``: a token ending here is valid whatever the stack below.
+        entry : list of int
+            The context-DFA state of each of the rule's DFA states.
+        """
+        for depth, return_levels in ((3, 2), (2, 2), (2, 1), (1, 1), (1, 0), (0, 0)):
+            try:
+                return self._build_context_dfa(rule, depth, return_levels)
+            except CompileLimitError:
+                continue  # fewer inlined levels: more tokens are checked at run time
+        raise CompileLimitError(f"context automaton of rule {self.names[rule]!r} is too large")
+
+    def _call_sites(self) -> list[list[tuple[int, int]]]:
+        sites: list[set[tuple[int, int]]] = [set() for _ in self.dfas]
+        for caller, per_state in enumerate(self.calls):
+            for calls in per_state:
+                for callee, ret in calls:
+                    sites[callee].add((caller, ret))
+        return [sorted(s) for s in sites]
+
+    def _build_context_dfa(self, rule: int, depth: int, return_levels: int):
+        nfa = Nfa(CONTEXT_NFA_BUDGET, None)
+        unknown = nfa.new_state()
+        nfa.edges[unknown].append((0, 255, unknown))
+        certain = nfa.new_state()
+        sites = self._call_sites()
+        embedded: dict[tuple, list[int]] = {}
+        returns: dict[tuple[int, int], int] = {}
+
+        def embed(r: int, d: int, exit_target: int, sure: bool) -> list[int]:
+            key = (r, d, exit_target, sure)
+            if key in embedded:
+                return embedded[key]
+            base = embedded[key] = [nfa.new_state() for _ in range(self.dfas[r].n_states)]
+            for q, b in enumerate(base):
+                for lo, hi, t in row_ranges(self.byte_trans[r][q]):
+                    nfa.edges[b].append((lo, hi, base[t]))
+                if sure:
+                    nfa.eps[b].append(certain)
+                for callee, ret in self.calls[r][q]:
+                    if d == 0:
+                        nfa.eps[b].append(unknown)
+                    else:
+                        nfa.eps[b].append(embed(callee, d - 1, base[ret], sure)[self.dfas[callee].start])
+                if self.accepting[r][q]:
+                    nfa.eps[b].append(exit_target)
+            return base
+
+        def return_to_callers(r: int, levels: int) -> int:
+            key = (r, levels)
+            if key not in returns:
+                node = returns[key] = nfa.new_state()
+                if levels == 0:
+                    nfa.eps[node].append(unknown)
+                else:
+                    for caller, ret in sites[r]:
+                        base = embed(caller, max(depth - 1, 0), return_to_callers(caller, levels - 1), False)
+                        nfa.eps[node].append(base[ret])
+            return returns[key]
+
+        base = embed(rule, depth, return_to_callers(rule, return_levels), True)
+        trans, accepting, entry = determinize(nfa, base, certain, 4 * CONTEXT_NFA_BUDGET)
+        return np.ascontiguousarray(trans.reshape(-1)), accepting, entry

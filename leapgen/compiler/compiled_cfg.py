@@ -1,0 +1,121 @@
+"""ContextFreeGrammar: a pushdown grammar bound to one vocabulary.
+
+Token masks split the vocabulary per top frame ``(rule, state)``, as
+xgrammar's adaptive token mask cache does (Dong et al., 2024, section 3.2):
+tokens whose fate does not depend on the stack below are classified once by
+a vectorized walk over the rule's context DFA; only the few *uncertain*
+tokens (those that leave the rule or nest deeper than the context DFA sees)
+are checked against the real stacks at run time.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from leapgen.automata.pda import Config, Pda
+from leapgen.compiler.compiled import CompiledGrammar
+
+MAX_CONFIG_CACHE = 1 << 16
+
+
+class ContextFreeGrammar(CompiledGrammar):
+    """A compiled context-free grammar; matcher states are configurations
+    (frozensets of parse stacks). See :class:`CompiledGrammar`.
+
+    Attributes
+    ----------
+    pda : Pda
+        The rules' automata.
+    """
+
+    is_regular = False
+
+    def __init__(self, pda: Pda, tokenizer_info, token_index, **kwargs):
+        super().__init__(tokenizer_info, token_index, **kwargs)
+        self.pda = pda
+        self._expansions: dict = {}
+        self._steps: dict = {}
+        self._contexts: dict[int, tuple] = {}
+        self._frame_tokens: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._cfg_lock = threading.Lock()
+
+    @property
+    def n_states(self) -> int:
+        """Total DFA states over all rules."""
+        return sum(d.n_states for d in self.pda.dfas)
+
+    @property
+    def start_state(self) -> Config:
+        return self.pda.start_config
+
+    def expansion(self, config: Config):
+        got = self._expansions.get(config)
+        if got is None:
+            got = self.pda.expand(config)
+            if len(self._expansions) > MAX_CONFIG_CACHE:
+                self._expansions.clear()
+            self._expansions[config] = got
+        return got
+
+    def step(self, config: Config, byte: int) -> Config | None:
+        """The configuration after one byte, or None if rejected (pure, cached)."""
+        key = (config, byte)
+        got = self._steps.get(key)
+        if got is None:
+            exp = self.expansion(config)
+            got = self.pda.step(exp, byte) if exp.next_bytes[byte] else frozenset()
+            if len(self._steps) > MAX_CONFIG_CACHE:
+                self._steps.clear()
+            self._steps[key] = got
+        return got or None
+
+    def walk(self, state: Config, data: bytes) -> Config | None:
+        for b in data:
+            state = self.step(state, b)
+            if state is None:
+                return None
+        return state
+
+    def is_accepting(self, state: Config) -> bool:
+        return self.expansion(state).complete
+
+    def _forced_byte(self, state: Config) -> int:
+        exp = self.expansion(state)
+        if exp.complete:
+            return -1
+        live = np.flatnonzero(exp.next_bytes)
+        return int(live[0]) if len(live) == 1 else -1
+
+    def frame_tokens(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """(certain ids, uncertain ids) from a top frame; int64 arrays, cached."""
+        key = (rule, state)
+        got = self._frame_tokens.get(key)
+        if got is None:
+            ctx = self._contexts.get(rule)
+            if ctx is None:
+                with self._cfg_lock:
+                    ctx = self._contexts.get(rule)
+                    if ctx is None:
+                        ctx = self._contexts[rule] = self.pda.context_dfa(rule)
+            trans_flat, certain, entry = ctx
+            ids, ends = self.token_index.walk(trans_flat, entry[state])
+            sure = certain[ends]
+            got = self._frame_tokens[key] = (ids[sure], ids[~sure])
+        return got
+
+    def _allowed_tokens(self, state: Config) -> np.ndarray:
+        n = self.token_index.bitmask_words * 32
+        sure = np.zeros(n, bool)
+        unsure = np.zeros(n, bool)
+        for top in {(s.rule, s.state) for s in state}:
+            ids, maybe = self.frame_tokens(*top)
+            sure[ids] = True
+            unsure[maybe] = True
+        unsure &= ~sure
+        token_bytes = self.tokenizer_info.token_bytes
+        for t in np.flatnonzero(unsure).tolist():
+            if self.walk(state, token_bytes[t]) is not None:
+                sure[t] = True
+        return np.flatnonzero(sure)

@@ -1,0 +1,139 @@
+"""Context-free grammar analysis: which rules are really recursive.
+
+Rules that are not part of a reference cycle are inlined, so a grammar whose
+recursion is only apparent compiles to one DFA (the fast path). Only rules in
+a cycle (Tarjan's strongly connected components) stay as rules for the
+pushdown matcher.
+"""
+
+from __future__ import annotations
+
+from leapgen.errors import GrammarError
+from leapgen.grammar import ir
+
+
+def rule_refs(node: ir.Node) -> set[str]:
+    """Names of the rules ``node`` refers to."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ir.RuleRef):
+            out.add(n.name)
+        elif isinstance(n, (ir.Seq, ir.Alt, ir.Intersect)):
+            stack.extend(n.items)
+        elif isinstance(n, ir.Repeat):
+            stack.append(n.item)
+        elif isinstance(n, ir.Diff):
+            stack.extend((n.left, n.right))
+    return out
+
+
+def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:
+    """Rules on a reference cycle (iterative Tarjan SCC)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: set[str] = set()
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in graph[v]:
+                    out.update(comp)
+    return out
+
+
+def simplify_grammar(grammar: ir.Grammar) -> ir.Node | ir.Grammar:
+    """Inline every rule that is not recursive.
+
+    Returns
+    -------
+    ir.Node
+        When no recursion remains reachable from the root: one regular IR.
+    ir.Grammar
+        Otherwise: the root and the recursive rules it reaches, with all other
+        references inlined.
+
+    Raises
+    ------
+    GrammarError
+        A reference to an undefined rule, or an undefined root.
+    """
+    rules = grammar.rules
+    if grammar.root not in rules:
+        raise GrammarError(f"root rule {grammar.root!r} is not defined")
+    graph = {name: rule_refs(body) for name, body in rules.items()}
+    for name, refs in graph.items():
+        for r in sorted(refs):
+            if r not in rules:
+                raise GrammarError(f"rule {name!r} refers to undefined rule {r!r}")
+    recursive = _recursive_rules(graph)
+    memo: dict[ir.Node, ir.Node] = {}
+
+    def inline(node: ir.Node) -> ir.Node:
+        got = memo.get(node)
+        if got is not None:
+            return got
+        if isinstance(node, ir.RuleRef):
+            out = node if node.name in recursive else inline(rules[node.name])
+        elif isinstance(node, ir.Seq):
+            out = ir.seq(*(inline(i) for i in node.items))
+        elif isinstance(node, ir.Alt):
+            out = ir.alt(*(inline(i) for i in node.items))
+        elif isinstance(node, ir.Intersect):
+            out = ir.intersect(*(inline(i) for i in node.items))
+        elif isinstance(node, ir.Repeat):
+            out = ir.repeat(inline(node.item), node.lo, node.hi)
+        elif isinstance(node, ir.Diff):
+            out = ir.diff(inline(node.left), inline(node.right))
+        else:
+            out = node
+        memo[node] = out
+        return out
+
+    root_body = inline(rules[grammar.root])
+    if not ir.contains_ruleref(root_body):
+        return root_body
+    kept = {grammar.root: root_body}
+    todo = sorted(rule_refs(root_body))
+    while todo:
+        name = todo.pop()
+        if name in kept:
+            continue
+        kept[name] = inline(rules[name])
+        todo.extend(sorted(rule_refs(kept[name]) - kept.keys()))
+    return ir.Grammar(kept, grammar.root)

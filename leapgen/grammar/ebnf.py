@@ -1,0 +1,290 @@
+"""EBNF front-end: the GBNF dialect of llama.cpp and xgrammar -> grammar IR.
+
+Syntax
+------
+::
+
+    # a comment
+    root  ::= "{" ws pair ("," ws pair)* "}"
+    pair  ::= string ws ":" ws value
+    digit ::= [0-9]
+    name  ::= [a-zA-Z_] [a-zA-Z0-9_]{0,31}
+
+- ``name ::= body``; a rule ends where the next ``name ::=`` starts.
+- Literals in double (or single) quotes with escapes ``\\n \\r \\t \\\\ \\" \\'``,
+  ``\\xHH``, ``\\uHHHH``, ``\\UHHHHHHHH``; ``""`` is the empty string.
+- Character classes ``[a-z]``, ``[^"\\\\]``, over Unicode code points.
+- ``.`` is any character; ``( ... )`` groups; ``|`` alternation.
+- Quantifiers ``* + ?`` and ``{m}``, ``{m,}``, ``{m,n}``, ``{,n}``.
+
+Errors raise :class:`~leapgen.errors.GrammarError` with ``line:column`` and
+what was expected there.
+"""
+
+from __future__ import annotations
+
+from leapgen.errors import GrammarError
+from leapgen.grammar import ir
+
+NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+SIMPLE_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "\\": 0x5C, '"': 0x22, "'": 0x27, "[": 0x5B,
+                  "]": 0x5D, "-": 0x2D, "^": 0x5E, "/": 0x2F, "0": 0x00, "f": 0x0C, "v": 0x0B, "b": 0x08}
+HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+
+
+def parse_ebnf(text: str, *, root_rule_name: str = "root") -> ir.Grammar:
+    """Parse GBNF text into a grammar of IR rules.
+
+    Parameters
+    ----------
+    text : str
+        The grammar.
+    root_rule_name : str, default "root"
+        The start rule.
+
+    Returns
+    -------
+    ir.Grammar
+
+    Raises
+    ------
+    GrammarError
+        Syntax errors (``where`` is ``"line L:C"``), duplicate or undefined
+        rules, a missing root.
+    """
+    if not isinstance(text, str):
+        raise GrammarError(f"EBNF grammar must be a str, got {type(text).__name__}")
+    return _Parser(text).parse(root_rule_name)
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.s = text
+        self.i = 0
+        self.refs: list[tuple[str, int]] = []
+
+    # -- positions and errors -------------------------------------------------------------------
+
+    def where(self, pos: int | None = None) -> str:
+        pos = self.i if pos is None else pos
+        line = self.s.count("\n", 0, pos) + 1
+        col = pos - (self.s.rfind("\n", 0, pos) + 1) + 1
+        return f"line {line}:{col}"
+
+    def error(self, msg: str, pos: int | None = None) -> GrammarError:
+        return GrammarError(msg, where=self.where(pos))
+
+    def skip_space(self) -> None:
+        s = self.s
+        while self.i < len(s):
+            c = s[self.i]
+            if c in " \t\r\n":
+                self.i += 1
+            elif c == "#":
+                end = s.find("\n", self.i)
+                self.i = len(s) if end < 0 else end + 1
+            else:
+                break
+
+    def peek(self) -> str:
+        self.skip_space()
+        return self.s[self.i] if self.i < len(self.s) else ""
+
+    def name_at(self, pos: int) -> str:
+        j = pos
+        while j < len(self.s) and self.s[j] in NAME_CHARS:
+            j += 1
+        return self.s[pos:j]
+
+    def rule_starts_here(self) -> bool:
+        self.skip_space()
+        name = self.name_at(self.i)
+        if not name:
+            return False
+        j = self.i + len(name)
+        while j < len(self.s) and self.s[j] in " \t":
+            j += 1
+        return self.s.startswith("::=", j)
+
+    # -- grammar ----------------------------------------------------------------------------------
+
+    def parse(self, root: str) -> ir.Grammar:
+        rules: dict[str, ir.Node] = {}
+        while self.peek():
+            start = self.i
+            name = self.name_at(self.i)
+            if not name:
+                raise self.error(f"expected a rule name, found {self.s[self.i]!r}")
+            self.i += len(name)
+            self.skip_space()
+            if not self.s.startswith("::=", self.i):
+                raise self.error(f"expected '::=' after rule name {name!r}")
+            self.i += 3
+            if name in rules:
+                raise self.error(f"rule {name!r} is defined twice", start)
+            rules[name] = self.alternation()
+            if self.peek() == ")":
+                raise self.error("unbalanced ')'")
+        for ref, pos in self.refs:
+            if ref not in rules:
+                raise self.error(f"rule {ref!r} is not defined", pos)
+        if root not in rules:
+            raise GrammarError(f"the grammar has no root rule {root!r}")
+        return ir.Grammar(rules, root)
+
+    def alternation(self) -> ir.Node:
+        alts = [self.sequence()]
+        while self.peek() == "|":
+            self.i += 1
+            alts.append(self.sequence())
+        return ir.alt(*alts)
+
+    def sequence(self) -> ir.Node:
+        items = []
+        while True:
+            c = self.peek()
+            if c in ("", "|", ")") or self.rule_starts_here():
+                return ir.seq(*items)
+            items.append(self.quantified(self.primary()))
+
+    def primary(self) -> ir.Node:
+        c = self.peek()
+        start = self.i
+        if c in ('"', "'"):
+            return self.literal(c)
+        if c == "[":
+            return self.char_class()
+        if c == ".":
+            self.i += 1
+            return ir.ANY_CHAR
+        if c == "(":
+            self.i += 1
+            body = self.alternation()
+            if self.peek() != ")":
+                raise self.error("expected ')' to close the group opened", start)
+            self.i += 1
+            return body
+        name = self.name_at(self.i)
+        if name:
+            self.i += len(name)
+            self.refs.append((name, start))
+            return ir.RuleRef(name)
+        raise self.error(f"expected a literal, character class, rule name or '(', found {c!r}")
+
+    def quantified(self, node: ir.Node) -> ir.Node:
+        while True:
+            c = self.s[self.i] if self.i < len(self.s) else ""
+            if c == "*":
+                self.i += 1
+                node = ir.star(node)
+            elif c == "+":
+                self.i += 1
+                node = ir.plus(node)
+            elif c == "?":
+                self.i += 1
+                node = ir.opt(node)
+            elif self.peek() == "{":
+                lo, hi = self.braces()
+                node = ir.repeat(node, lo, hi)
+            else:
+                return node
+
+    def braces(self) -> tuple[int, int | None]:
+        start = self.i
+        self.i += 1
+        lo = self.number(default=0)
+        hi: int | None = lo
+        if self.peek() == ",":
+            self.i += 1
+            hi = self.number(default=None)
+        if self.peek() != "}":
+            raise self.error("expected '}' to close the repetition", start)
+        self.i += 1
+        if hi is not None and hi < lo:
+            raise self.error(f"repetition {{{lo},{hi}}} has its bounds out of order", start)
+        return lo, hi
+
+    def number(self, default):
+        self.skip_space()
+        j = self.i
+        while j < len(self.s) and self.s[j].isdigit():
+            j += 1
+        if j == self.i:
+            return default
+        value = int(self.s[self.i:j])
+        self.i = j
+        return value
+
+    # -- literals and classes ---------------------------------------------------------------------
+
+    def escape(self) -> int:
+        start = self.i
+        self.i += 1  # the backslash
+        if self.i >= len(self.s):
+            raise self.error("the grammar ends inside an escape", start)
+        c = self.s[self.i]
+        if c in HEX_ESCAPES:
+            n = HEX_ESCAPES[c]
+            digits = self.s[self.i + 1:self.i + 1 + n]
+            if len(digits) != n or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise self.error(f"expected {n} hex digits after '\\{c}'", start)
+            self.i += 1 + n
+            cp = int(digits, 16)
+            if cp > ir.MAX_UNICODE or 0xD800 <= cp <= 0xDFFF:
+                raise self.error(f"escape '\\{c}{digits}' is not a Unicode scalar value", start)
+            return cp
+        if c in SIMPLE_ESCAPES:
+            self.i += 1
+            return SIMPLE_ESCAPES[c]
+        raise self.error(f"unknown escape '\\{c}'", start)
+
+    def literal(self, quote: str) -> ir.Node:
+        start = self.i
+        self.i += 1
+        chars = []
+        while True:
+            if self.i >= len(self.s) or self.s[self.i] == "\n":
+                raise self.error("unterminated string literal", start)
+            c = self.s[self.i]
+            if c == quote:
+                self.i += 1
+                return ir.lit("".join(chars))
+            if c == "\\":
+                chars.append(chr(self.escape()))
+            else:
+                chars.append(c)
+                self.i += 1
+
+    def class_char(self) -> int:
+        if self.s[self.i] == "\\":
+            return self.escape()
+        c = self.s[self.i]
+        self.i += 1
+        return ord(c)
+
+    def char_class(self) -> ir.Node:
+        start = self.i
+        self.i += 1
+        negate = self.i < len(self.s) and self.s[self.i] == "^"
+        if negate:
+            self.i += 1
+        ranges = []
+        while True:
+            if self.i >= len(self.s):
+                raise self.error("unterminated character class", start)
+            if self.s[self.i] == "]":
+                self.i += 1
+                break
+            lo = self.class_char()
+            hi = lo
+            if self.s.startswith("-", self.i) and not self.s.startswith("-]", self.i):
+                self.i += 1
+                if self.i >= len(self.s):
+                    raise self.error("unterminated character class", start)
+                hi = self.class_char()
+                if hi < lo:
+                    raise self.error("character range out of order", start)
+            ranges.append((lo, hi))
+        if not ranges and not negate:
+            raise self.error("empty character class", start)
+        return ir.charset(ranges, negate=negate)
