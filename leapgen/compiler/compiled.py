@@ -75,8 +75,9 @@ class CompiledGrammar:
         """Whether the input may end in ``state``."""
         raise NotImplementedError
 
-    def _allowed_tokens(self, state: Hashable) -> np.ndarray:
-        """int64 ids of the tokens allowed from ``state`` (stop tokens aside)."""
+    def _allowed_bits(self, state: Hashable) -> np.ndarray:
+        """uint32 bitset of the tokens allowed from ``state`` (stop tokens
+        aside), ``(ceil(vocab_size / 32),)``; the caller may mutate it."""
         raise NotImplementedError
 
     def _forced_byte(self, state: Hashable) -> int:
@@ -101,12 +102,11 @@ class CompiledGrammar:
             self.mask_cache_hits += 1
             return got
         self.mask_cache_misses += 1
-        ids = self._allowed_tokens(state)
-        accepting = self.is_accepting(state)
-        row = self.token_index.bitmask_row(ids, allow_stop=accepting)
+        words = self._allowed_bits(state)
+        self.token_index.set_stop_bits(words, self.is_accepting(state))
+        row = words.view(np.int32)
         row.flags.writeable = False
-        n_stop = len(self.token_index.stop_token_ids) if accepting else 0
-        got = (row, len(ids) + n_stop < self.tokenizer_info.vocab_size)
+        got = (row, not self.token_index.allows_everything(words))
         with self._lock:
             self._rows[state] = got
             while len(self._rows) > self._max_cached_rows:
@@ -165,6 +165,7 @@ class RegularGrammar(CompiledGrammar):
         only_byte = np.argmax(dfa.trans >= 0, axis=1)
         self._forced_bytes_of = np.where((out_degree == 1) & ~dfa.accepting, only_byte, -1).tolist()
         self._accepting_list = dfa.accepting.tolist()
+        self._all_live = np.ones(dfa.n_states, np.int8)  # a trimmed DFA: every state can still finish
 
     @property
     def n_states(self) -> int:
@@ -185,9 +186,9 @@ class RegularGrammar(CompiledGrammar):
     def is_accepting(self, state: int) -> bool:
         return self._accepting_list[state]
 
-    def _allowed_tokens(self, state: int) -> np.ndarray:
-        ids, _ = self.token_index.walk(self.trans_flat, state)
-        return ids
+    def _allowed_bits(self, state: int) -> np.ndarray:
+        words, _ = self.token_index.token_sets(self.trans_flat, state, self._all_live)
+        return words
 
     def _forced_byte(self, state: int) -> int:
         return self._forced_bytes_of[state]

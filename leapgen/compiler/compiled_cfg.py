@@ -89,7 +89,7 @@ class ContextFreeGrammar(CompiledGrammar):
         return int(live[0]) if len(live) == 1 else -1
 
     def frame_tokens(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(certain ids, uncertain ids) from a top frame; int64 arrays, cached."""
+        """(certain, uncertain) uint32 token bitsets from a top frame; cached, read-only."""
         key = (rule, state)
         got = self._frame_tokens.get(key)
         if got is None:
@@ -98,24 +98,24 @@ class ContextFreeGrammar(CompiledGrammar):
                 with self._cfg_lock:
                     ctx = self._contexts.get(rule)
                     if ctx is None:
-                        ctx = self._contexts[rule] = self.pda.context_dfa(rule)
-            trans_flat, certain, entry = ctx
-            ids, ends = self.token_index.walk(trans_flat, entry[state])
-            sure = certain[ends]
-            got = self._frame_tokens[key] = (ids[sure], ids[~sure])
+                        trans_flat, certain, entry = self.pda.context_dfa(rule)
+                        classes = np.where(certain, 1, 2).astype(np.int8)
+                        ctx = self._contexts[rule] = (trans_flat, classes, entry)
+            trans_flat, classes, entry = ctx
+            got = self._frame_tokens[key] = self.token_index.token_sets(trans_flat, entry[state], classes)
         return got
 
-    def _allowed_tokens(self, state: Config) -> np.ndarray:
-        n = self.token_index.bitmask_words * 32
-        sure = np.zeros(n, bool)
-        unsure = np.zeros(n, bool)
+    def _allowed_bits(self, state: Config) -> np.ndarray:
+        sure = self.token_index.empty_words()
+        unsure = self.token_index.empty_words()
         for top in {(s.rule, s.state) for s in state}:
-            ids, maybe = self.frame_tokens(*top)
-            sure[ids] = True
-            unsure[maybe] = True
+            a, b = self.frame_tokens(*top)
+            sure |= a
+            unsure |= b
         unsure &= ~sure
         token_bytes = self.tokenizer_info.token_bytes
-        for t in np.flatnonzero(unsure).tolist():
+        candidates = np.flatnonzero(np.unpackbits(unsure.view(np.uint8), bitorder="little"))
+        for t in candidates.tolist():
             if self.walk(state, token_bytes[t]) is not None:
-                sure[t] = True
-        return np.flatnonzero(sure)
+                sure[t >> 5] |= np.uint32(1 << (t & 31))
+        return sure

@@ -137,9 +137,7 @@ class GrammarMatcher:
         After termination only the stop tokens are allowed.
         """
         if self._terminated:
-            row = self.compiled_grammar.token_index.bitmask_row(np.zeros(0, np.int64), allow_stop=False)
-            row = self._with_stop(row, True)
-            need_apply = True
+            row, need_apply = self._with_stop(np.zeros_like(self.compiled_grammar.token_index.empty_words()), True), True
         else:
             row, need_apply = self.compiled_grammar.bitmask_row(self._state)
             if self._custom_stop is not None:
@@ -155,17 +153,14 @@ class GrammarMatcher:
         return need_apply
 
     def _with_stop(self, row: np.ndarray, allow: bool) -> np.ndarray:
-        """Replace the vocabulary's stop-token bits with this matcher's."""
-        out = np.array(row)
-        default = self.compiled_grammar.token_index.stop_token_ids
-        words = out.view(np.uint32)
-        for ids, on in ((default, False), (self._custom_stop if self._custom_stop is not None else default, allow)):
+        """A copy of ``row`` with this matcher's stop tokens (not the vocabulary's) allowed iff ``allow``."""
+        words = np.array(row).view(np.uint32)
+        self.compiled_grammar.token_index.set_stop_bits(words, False)
+        if allow:
+            ids = self._custom_stop if self._custom_stop is not None else self.compiled_grammar.token_index.stop_token_ids
             for t in ids.tolist():
-                if on:
-                    words[t >> 5] |= np.uint32(1 << (t & 31))
-                else:
-                    words[t >> 5] &= ~np.uint32(1 << (t & 31))
-        return out
+                words[t >> 5] |= np.uint32(1 << (t & 31))
+        return words.view(np.int32)
 
     # -- accepting ----------------------------------------------------------------------------
 
