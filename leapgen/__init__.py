@@ -10,7 +10,7 @@ and the packed int32 token bitmask helpers.
 from leapgen.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from leapgen.compiler import CompiledGrammar, GrammarCompiler
 from leapgen.errors import CompileLimitError, GrammarError, LeapgenError, RegexError, SchemaError, TokenizerError
-from leapgen.matcher import GrammarMatcher
+from leapgen.matcher import BatchGrammarMatcher, GrammarMatcher
 from leapgen.vocab import TokenizerInfo, VocabType
 
 __version__ = "0.1.0"
@@ -26,7 +26,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "CompileLimitError", "CompiledGrammar", "GrammarCompiler", "GrammarError", "GrammarMatcher", "LLM",
+    "BatchGrammarMatcher", "CompileLimitError", "CompiledGrammar", "GrammarCompiler", "GrammarError", "GrammarMatcher", "LLM",
     "LeapgenError", "RegexError", "SamplingParams", "SchemaError", "TokenizerError", "TokenizerInfo",
     "VocabType", "allocate_token_bitmask", "apply_token_bitmask_inplace", "__version__",
 ]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from leapgen.automata.limits import check_deadline
 from leapgen.errors import CompileLimitError
 from leapgen.grammar import ir
 
@@ -175,6 +176,7 @@ def determinize(nfa, starts: list[int], end: int, max_states: int, *,
     rows: list[list[int]] = []
     i = 0
     while i < len(sets):
+        check_deadline("subset construction")
         acc: dict[int, set[int]] = {}
         for s in sets[i]:
             for c, ts in moves[s].items():
@@ -278,7 +280,11 @@ def minimize(dfa: Dfa) -> Dfa:
     for c in range(k):
         work.append((smallest, c))
         in_work.add((smallest, c))
+    steps = 0
     while work:
+        steps += 1
+        if not steps & 1023:
+            check_deadline("minimization")
         b, c = work.popleft()
         in_work.discard((b, c))
         inv_c = inv[c]
@@ -347,6 +353,7 @@ def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_S
     rows = []
     i = 0
     while i < len(pairs):
+        check_deadline("product construction")
         p, q = pairs[i]
         na = a.trans[p]
         nb = b.trans[q] if q >= 0 else np.full(256, -1, np.int32)

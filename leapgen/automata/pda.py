@@ -11,9 +11,10 @@ persistent stack, Dong et al., 2024, "XGrammar", section 3.3).
 - step: consume one byte from the expanded frames.
 
 Left recursion is refused at compile time; every other push consumes a byte
-before it can recur, so expansion terminates. Stacks deeper than
-``max_stack_depth`` are cut (documented bound): tokens that would nest deeper
-are masked off.
+before it can recur, so expansion terminates. A call whose return state can
+only pop (a tail call) pushes no return frame, so right recursion keeps a
+constant depth. Stacks deeper than ``max_stack_depth`` are cut (documented
+bound): tokens that would nest deeper are masked off.
 
 Context DFAs (per rule, built on demand) classify tokens from a frame without
 looking at the rest of the stack: callees are inlined a few levels deep and
@@ -35,6 +36,10 @@ from leapgen.grammar import ir
 
 DEFAULT_MAX_STACK_DEPTH = 4096
 CONTEXT_NFA_BUDGET = 20_000
+#: (callee inlining depth, caller return levels) of context DFAs, tried in order.
+CONTEXT_LEVELS = ((3, 2), (2, 2), (2, 1), (1, 1), (1, 0), (0, 0))
+#: Most frames a token classified *certain* by a context DFA can push above its top frame.
+CONTEXT_INLINE_DEPTH = max(d for d, _ in CONTEXT_LEVELS)
 
 
 class Stack:
@@ -130,6 +135,9 @@ class Pda:
                 row = d.trans[q, 256:256 + n_rules]
                 per_state.append(tuple((int(c), int(row[c])) for c in np.flatnonzero(row >= 0)))
             self.calls.append(per_state)
+        # exit states: accepting, with no byte and no call edge (a frame there can only pop)
+        self.is_exit = [[acc and not nb and not cl for acc, nb, cl in zip(a, h, c)]
+                        for a, h, c in zip(self.accepting, self.has_bytes, self.calls)]
         self.start_config: Config = frozenset((Stack(0, self.dfas[0].start, None),))
 
     # -- compile-time analysis -----------------------------------------------------------------
@@ -224,9 +232,12 @@ class Pda:
             r, q = s.rule, s.state
             if self.has_bytes[r][q]:
                 frames.append(s)
-            calls = self.calls[r][q]
-            if calls and s.depth < self.max_stack_depth:
-                for callee, ret in calls:
+            for callee, ret in self.calls[r][q]:
+                if self.is_exit[r][ret]:
+                    # a tail call: the return frame could only pop, so the callee returns to our caller
+                    # (right recursion such as ``items ::= item items?`` keeps a constant depth)
+                    work.append(Stack(callee, self.dfas[callee].start, s.parent))
+                elif s.depth < self.max_stack_depth:
                     work.append(Stack(callee, self.dfas[callee].start, Stack(r, ret, s.parent)))
             if self.accepting[r][q]:
                 if s.parent is None:
@@ -267,7 +278,7 @@ class Pda:
         entry : list of int
             The context-DFA state of each of the rule's DFA states.
         """
-        for depth, return_levels in ((3, 2), (2, 2), (2, 1), (1, 1), (1, 0), (0, 0)):
+        for depth, return_levels in CONTEXT_LEVELS:
             try:
                 return self._build_context_dfa(rule, depth, return_levels)
             except CompileLimitError:

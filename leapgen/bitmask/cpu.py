@@ -81,12 +81,20 @@ def apply_token_bitmask_inplace(logits, bitmask, *, indices=None) -> None:
     ValueError
         Shapes that do not fit, or a bitmask that is not int32.
 
-    Mutates ``logits``; ``bitmask`` is not changed.
+    Mutates ``logits``; ``bitmask`` is not changed. CUDA logits go through
+    the Triton kernel of :mod:`leapgen.bitmask.triton` when Triton is
+    installed; everything else through vectorized torch.
     """
     import torch
 
     if bitmask.dtype != torch.int32:
         raise ValueError(f"bitmask must be int32, got {bitmask.dtype}")
+    if logits.device.type == "cuda":
+        from leapgen.bitmask.triton import apply_token_bitmask_inplace_triton, triton_available
+
+        if triton_available():
+            apply_token_bitmask_inplace_triton(logits, bitmask.to(logits.device).contiguous(), indices=indices)
+            return
     squeeze = logits.dim() == 1
     lg = logits.unsqueeze(0) if squeeze else logits
     bm = bitmask.unsqueeze(0) if bitmask.dim() == 1 else bitmask

@@ -113,6 +113,10 @@ class CompiledGrammar:
                 self._rows.popitem(last=False)
         return got
 
+    def has_bitmask_row(self, state: Hashable) -> bool:
+        """Whether the bitmask row of ``state`` is cached (a fill would not compute it)."""
+        return state in self._rows
+
     def forced_bytes(self, state: Hashable) -> bytes:
         """Bytes the grammar forces from ``state``: the longest string along
         which the input may not end and exactly one byte may follow. Cached."""

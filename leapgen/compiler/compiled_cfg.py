@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from leapgen.automata.pda import Config, Pda
+from leapgen.automata.pda import CONTEXT_INLINE_DEPTH, Config, Pda
 from leapgen.compiler.compiled import CompiledGrammar
 
 MAX_CONFIG_CACHE = 1 << 16
@@ -108,9 +108,16 @@ class ContextFreeGrammar(CompiledGrammar):
     def _allowed_bits(self, state: Config) -> np.ndarray:
         sure = self.token_index.empty_words()
         unsure = self.token_index.empty_words()
-        for top in {(s.rule, s.state) for s in state}:
-            a, b = self.frame_tokens(*top)
-            sure |= a
+        # A token certain from its top frame may still push up to CONTEXT_INLINE_DEPTH frames; near
+        # max_stack_depth those pushes are cut, so there its certain tokens are checked like uncertain ones.
+        deep = self.pda.max_stack_depth - CONTEXT_INLINE_DEPTH
+        tops = {(s.rule, s.state, s.depth > deep) for s in state}
+        for rule, q, near_limit in tops:
+            a, b = self.frame_tokens(rule, q)
+            if near_limit:
+                unsure |= a
+            else:
+                sure |= a
             unsure |= b
         unsure &= ~sure
         token_bytes = self.tokenizer_info.token_bytes

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
-import threading
+import os
 import time
-from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from leapgen.automata import DEFAULT_MAX_STATES, compile_dfa
+from leapgen.automata.limits import time_limit
 from leapgen.automata.pda import DEFAULT_MAX_STACK_DEPTH, Pda
 from leapgen.compiler.compiled import DEFAULT_MASK_CACHE_BYTES, CompiledGrammar, RegularGrammar
 from leapgen.compiler.compiled_cfg import ContextFreeGrammar
+from leapgen.compiler.disk_cache import DiskCache
+from leapgen.compiler.service import CompileCache
 from leapgen.compiler.token_index import TokenIndex
 from leapgen.errors import GrammarError, SchemaError
 from leapgen.grammar import ir
@@ -44,11 +47,14 @@ def canonical_schema(schema: Any) -> Any:
 
 
 class GrammarCompiler:
-    """Compiles regexes and JSON Schemas for one vocabulary.
+    """Compiles regexes, JSON Schemas and EBNF grammars for one vocabulary.
 
-    Thread-safe. Compiled grammars are immutable and cached in a bounded LRU
-    keyed by a canonical form of the grammar and its options; concurrent
-    compiles of the same new grammar share one compile (single flight).
+    Thread-safe. Compiled grammars are immutable and cached in an LRU bounded
+    in entries and bytes, keyed by a canonical form of the grammar and its
+    options; concurrent compiles of the same new grammar share one compile
+    (single flight); a grammar that failed raises the same error again
+    without recompiling; regular grammars can also be kept on disk (see
+    :mod:`leapgen.compiler.service` and :mod:`leapgen.compiler.disk_cache`).
 
     Parameters
     ----------
@@ -63,22 +69,47 @@ class GrammarCompiler:
     max_stack_depth : int, default 4096
         Deepest nesting a context-free grammar's matcher follows; tokens that
         would nest deeper are masked off.
+    cache_bytes : int or None, default None
+        Bound on the cached grammars' summed ``memory_size_bytes()``; None: no
+        bound beyond ``cache_entries``.
+    cache_dir : str or os.PathLike, optional
+        Folder of the disk cache (created if missing); keyed by the grammar,
+        the vocabulary's fingerprint and the leapgen version.
+    max_compile_seconds : float or None, default None
+        Time limit of one compile, checked inside the automaton
+        constructions; exceeding it raises CompileLimitError.
+    compile_threads : int, default 1
+        Threads of :meth:`compile_async`'s pool (created on first use).
+        Compiles are pure Python and hold the GIL: more threads overlap
+        compiles with waiting, not with each other.
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache_entries: int = DEFAULT_CACHE_ENTRIES,
                  max_states: int = DEFAULT_MAX_STATES, mask_cache_bytes: int = DEFAULT_MASK_CACHE_BYTES,
-                 max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH):
+                 max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_bytes: int | None = None,
+                 cache_dir: str | os.PathLike | None = None, max_compile_seconds: float | None = None,
+                 compile_threads: int = 1):
         if cache_entries < 0:
             raise ValueError("cache_entries must be >= 0")
+        if max_compile_seconds is not None and not max_compile_seconds > 0:
+            raise ValueError(f"max_compile_seconds must be positive, got {max_compile_seconds!r}")
+        if compile_threads < 1:
+            raise ValueError(f"compile_threads must be >= 1, got {compile_threads!r}")
         self.tokenizer_info = tokenizer_info
         self.token_index = TokenIndex(tokenizer_info)
         self.cache_entries = cache_entries
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
         self.max_stack_depth = max_stack_depth
-        self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
-        self._inflight: dict[tuple, threading.Event] = {}
-        self._lock = threading.Lock()
+        self.max_compile_seconds = max_compile_seconds
+        self.compile_threads = compile_threads
+        disk = None
+        if cache_dir is not None:
+            from leapgen import __version__
+
+            disk = DiskCache(cache_dir, fingerprint=tokenizer_info.fingerprint, version=__version__)
+        self.cache = CompileCache(max_entries=cache_entries, max_bytes=cache_bytes, disk=disk, revive=self._revive)
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- public compile entry points ------------------------------------------------------
 
@@ -199,43 +230,57 @@ class GrammarCompiler:
         """Compile grammar IR (a regular node, or a grammar of rules) directly; not cached."""
         return self._build(kind, lambda: (node, tuple(warnings)))
 
+    def compile_async(self, kind: str, *args, **kwargs) -> Future:
+        """Compile on the compiler's thread pool.
+
+        Parameters
+        ----------
+        kind : str
+            ``"regex"``, ``"json_schema"``, ``"grammar"`` (EBNF) or ``"builtin_json"``.
+        *args, **kwargs
+            Those of the matching ``compile_*`` method.
+
+        Returns
+        -------
+        concurrent.futures.Future
+            Resolves to the CompiledGrammar, or raises what the compile raised.
+
+        Raises
+        ------
+        ValueError
+            Unknown ``kind`` (at once, not through the future).
+        """
+        methods = {"regex": self.compile_regex, "json_schema": self.compile_json_schema,
+                   "grammar": self.compile_grammar, "builtin_json": self.compile_builtin_json_grammar}
+        if kind not in methods:
+            raise ValueError(f"unknown grammar kind {kind!r}; expected one of {sorted(methods)}")
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="leapgen-compile")
+        return self._pool.submit(methods[kind], *args, **kwargs)
+
     def clear_cache(self) -> None:
-        """Drop every cached compiled grammar (mutates the compiler)."""
-        with self._lock:
-            self._cache.clear()
+        """Drop every cached compiled grammar and remembered failure (mutates the
+        compiler; the disk cache stays)."""
+        self.cache.clear()
 
     # -- cache ----------------------------------------------------------------------------
 
     def _cached(self, key: tuple, kind: str, front_end) -> CompiledGrammar:
-        while True:
-            with self._lock:
-                got = self._cache.get(key)
-                if got is not None:
-                    self._cache.move_to_end(key)
-                    return got
-                waiter = self._inflight.get(key)
-                if waiter is None:
-                    waiter = self._inflight[key] = threading.Event()
-                    owner = True
-                else:
-                    owner = False
-            if not owner:
-                waiter.wait()
-                continue  # the owner stored it, or failed and we compile ourselves
-            try:
-                compiled = self._build(kind, front_end)
-                with self._lock:
-                    if self.cache_entries:
-                        self._cache[key] = compiled
-                        while len(self._cache) > self.cache_entries:
-                            self._cache.popitem(last=False)
-                return compiled
-            finally:
-                with self._lock:
-                    self._inflight.pop(key, None)
-                waiter.set()
+        return self.cache.get_or_compile(key, lambda: self._build(kind, front_end))
+
+    def _revive(self, dfa, kind: str, warnings) -> CompiledGrammar:
+        """A RegularGrammar from a DFA read from the disk cache."""
+        t0 = time.perf_counter()
+        compiled = RegularGrammar(dfa, self.tokenizer_info, self.token_index, kind=kind, warnings=warnings,
+                                  mask_cache_bytes=self.mask_cache_bytes)
+        compiled.compile_ms = (time.perf_counter() - t0) * 1e3
+        return compiled
 
     def _build(self, kind: str, front_end) -> CompiledGrammar:
+        with time_limit(self.max_compile_seconds):
+            return self._build_unlimited(kind, front_end)
+
+    def _build_unlimited(self, kind: str, front_end) -> CompiledGrammar:
         t0 = time.perf_counter()
         node, warnings = front_end()
         if isinstance(node, ir.Grammar):

@@ -173,7 +173,7 @@ class _Parser:
 
     def quantified(self, node: ir.Node) -> ir.Node:
         while True:
-            c = self.s[self.i] if self.i < len(self.s) else ""
+            c = self.peek()  # spaces may precede a quantifier, as in llama.cpp and xgrammar
             if c == "*":
                 self.i += 1
                 node = ir.star(node)
@@ -183,7 +183,7 @@ class _Parser:
             elif c == "?":
                 self.i += 1
                 node = ir.opt(node)
-            elif self.peek() == "{":
+            elif c == "{":
                 lo, hi = self.braces()
                 node = ir.repeat(node, lo, hi)
             else:

@@ -106,7 +106,7 @@ class GrammarMatcher:
 
     def fork(self) -> "GrammarMatcher":
         """An independent copy with the same state and history (the grammar is shared)."""
-        other = object.__new__(GrammarMatcher)
+        other = object.__new__(type(self))
         other.__dict__.update(self.__dict__)
         other._history = list(self._history)
         return other
@@ -248,6 +248,50 @@ class GrammarMatcher:
             return
         self._state, self._terminated = self._history[-num_tokens]
         del self._history[-num_tokens:]
+
+    # -- speculative decoding -------------------------------------------------------------------
+
+    def traverse_draft_tree(self, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask,
+                            time_threshold: float = -1.0) -> bool:
+        """Fill one bitmask row per node of a draft-token tree (xgrammar's API).
+
+        Parameters
+        ----------
+        retrieve_next_token : torch.Tensor, numpy.ndarray or list of int
+            Shape ``(num_nodes,)``: each node's first child, -1 for none.
+        retrieve_next_sibling : same
+            Shape ``(num_nodes,)``: each node's next sibling, -1 for none.
+        draft_tokens : same
+            Shape ``(num_nodes,)``: each node's token; node 0 is the root, whose
+            token this matcher has already accepted.
+        bitmask : torch.Tensor or numpy.ndarray
+            int32, shape ``(>= num_nodes, ceil(vocab_size / 32))``. Row ``i``
+            receives the tokens allowed after the path root..i; rows of nodes
+            the grammar rejects (and their subtrees), of nodes after a stop
+            token, and of nodes not reached in time are all zero.
+        time_threshold : float, default -1.0
+            Seconds the traversal may take; <= 0 means no limit.
+
+        Returns
+        -------
+        bool
+            False when the time threshold ran out (rows not reached are zero).
+
+        Raises
+        ------
+        ValueError
+            Arrays of different lengths, links outside the tree, a cycle, or a
+            bitmask with too few rows.
+
+        Notes
+        -----
+        Mutates ``bitmask[:num_nodes]`` only; works on a fork, so this
+        matcher's state is unchanged.
+        """
+        from leapgen.matcher.draft_tree import traverse_draft_tree
+
+        return traverse_draft_tree(self, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask,
+                                   time_threshold)
 
     # -- jump-forward ---------------------------------------------------------------------------
 

@@ -1,0 +1,228 @@
+"""Grammars and valid instances for the mask benchmarks.
+
+Three groups (``Grammar.group``):
+
+- ``regex`` / ``schema``: a fixed set of regexes and JSON Schemas with
+  instances, written in the dialect every engine shares (no lookaround, no
+  ``\\d``/``\\w``/``.``, whose meaning differs between ECMAScript and Rust).
+- ``jsb``: a deterministic sample of JSONSchemaBench (the MaskBench valid
+  instances), read from ``../shared/corpora/jsonschemabench``.
+- ``cfg``: the builtin JSON grammar, a recursive JSON Schema and a recursive
+  EBNF grammar.
+
+Instances are texts; JSON ones are compact (``separators=(",", ":")``), the
+layout every backend compiles schemas to here.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+JSB_ROOT = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "jsonschemabench"
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """One benchmark grammar.
+
+    Attributes
+    ----------
+    name : str
+    group : str
+        ``regex``, ``schema``, ``jsb`` or ``cfg``.
+    kind : str
+        ``regex``, ``json_schema``, ``ebnf`` or ``builtin_json``.
+    source : str
+        The pattern, the schema's JSON text, the EBNF text ("" for builtin_json).
+    instances : tuple of str
+        Valid texts to walk.
+    """
+
+    name: str
+    group: str
+    kind: str
+    source: str
+    instances: tuple[str, ...]
+
+
+def compact(value) -> str:
+    """The compact JSON text of a value (UTF-8 kept, not escaped)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+_JSON_STR = (r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+
+REGEXES: list[tuple[str, str, list[str]]] = [
+    ("email", r"[a-z0-9._%+-]{1,20}@[a-z0-9-]{1,20}\.(com|org|net)", ["john.doe@example.com", "a_b+c@x-y.org"]),
+    ("date", r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", ["2024-02-29", "1999-12-31"]),
+    ("time", r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?", ["23:59:01", "07:30"]),
+    ("uuid", r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+     ["123e4567-e89b-12d3-a456-426614174000"]),
+    ("ipv4", r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])",
+     ["192.168.0.1", "10.0.255.7"]),
+    ("phone", r"\(?[0-9]{3}\)?[ -]?[0-9]{3}-[0-9]{4}", ["(555) 123-4567", "555-123-4567"]),
+    ("number", r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", ["-12.5e+3", "0", "3.14159265"]),
+    ("json_string", _JSON_STR, ['"hello \\"world\\" \\u00e9 caf\u00e9"', '"tab\\there"']),
+    ("url", r"https?://[a-z0-9.-]{1,30}\.(com|org|net)(/[a-zA-Z0-9_./-]{0,40})?",
+     ["https://www.example.com/path/to/page.html", "http://docs.python.org"]),
+    ("identifier", r"[A-Za-z_][A-Za-z0-9_]{0,30}", ["my_variable_name2", "_private"]),
+    ("sentence", r"[A-Z][a-z]{0,12}( [a-z]{1,12}){2,15}\.", ["The quick brown fox jumps over the lazy dog."]),
+    ("choice", r"(red|green|blue|yellow|purple|orange)", ["purple", "red"]),
+    ("hex_color", r"#[0-9a-fA-F]{6}", ["#1a2B3c"]),
+    ("money", r"\$[0-9]{1,3}(,[0-9]{3})*\.[0-9]{2}", ["$1,234,567.89", "$5.00"]),
+    ("csv_row", r"[a-z]{1,10}(,[0-9]{1,5}){3}", ["apples,1,20,300"]),
+    ("greek", r"[α-ω]{1,10}( [α-ω]{1,10}){0,5}", ["αβγ δεζ ηθ"]),
+    ("cjk", r"[\u4e00-\u9fff]{2,10}", ["你好世界", "日本語"]),
+    ("multiline", r"[A-Za-z ]{1,30}(\n[A-Za-z ]{1,30}){0,5}", ["Line one\nLine two here\nThird"]),
+    ("semver", r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?",
+     ["1.20.3-beta.1", "0.1.0"]),
+    ("json_like", r'\{"name": "[A-Za-z ]{1,20}", "age": [0-9]{1,3}\}', ['{"name": "Ada Lovelace", "age": 36}']),
+    ("free_text", r"[^\n]{0,200}",
+     ["Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore."]),
+]
+
+_PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+           "properties": {"name": {"type": "string", "maxLength": 40}, "age": {"type": "integer", "minimum": 0},
+                          "email": {"type": "string"}}}
+_ADDRESS = {"type": "object", "additionalProperties": False, "required": ["street", "city", "zip"],
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"},
+                           "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}
+
+SCHEMAS: list[tuple[str, dict, list]] = [
+    ("person", _PERSON, [{"name": "Alice", "age": 30}, {"name": "Bob", "age": 4, "email": "bob@example.com"}]),
+    ("address", {"type": "object", "additionalProperties": False, "required": ["person", "address"],
+                 "properties": {"person": _PERSON, "address": _ADDRESS}},
+     [{"person": {"name": "Carol", "age": 52}, "address": {"street": "1 Main St", "city": "Springfield",
+                                                           "zip": "12345"}}]),
+    ("enum_status", {"type": "object", "additionalProperties": False, "required": ["status", "code"],
+                     "properties": {"status": {"enum": ["active", "inactive", "pending"]},
+                                    "code": {"type": "integer", "minimum": 100, "maximum": 599}}},
+     [{"status": "pending", "code": 404}, {"status": "active", "code": 200}]),
+    ("tags", {"type": "object", "additionalProperties": False, "required": ["id", "tags"],
+              "properties": {"id": {"type": "integer"},
+                             "tags": {"type": "array", "items": {"type": "string", "maxLength": 20},
+                                      "minItems": 1, "maxItems": 8}}},
+     [{"id": 7, "tags": ["red", "green", "blue"]}, {"id": 123456, "tags": ["x"]}]),
+    ("matrix", {"type": "array", "items": {"type": "array", "items": {"type": "number"}, "maxItems": 4},
+                "maxItems": 4},
+     [[[1, 2.5, -3], [4e3, 0]], [[0.125]]]),
+    ("union", {"type": "object", "additionalProperties": False, "required": ["value"],
+               "properties": {"value": {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 12},
+                                                  {"type": "null"}]}}},
+     [{"value": 42}, {"value": "forty-two"}, {"value": None}]),
+    ("product", {"type": "object", "additionalProperties": False, "required": ["sku", "price", "in_stock"],
+                 "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+                                "price": {"type": "number", "minimum": 0}, "in_stock": {"type": "boolean"},
+                                "dimensions": {"type": "object", "additionalProperties": False,
+                                               "properties": {"w": {"type": "number"}, "h": {"type": "number"}}}}},
+     [{"sku": "ABC-1234", "price": 19.99, "in_stock": True, "dimensions": {"w": 10, "h": 2.5}},
+      {"sku": "XYZ-0001", "price": 0, "in_stock": False}]),
+    ("event", {"type": "object", "additionalProperties": False, "required": ["title", "attendees"],
+               "properties": {"title": {"type": "string", "minLength": 1, "maxLength": 60},
+                              "attendees": {"type": "array", "items": _PERSON, "maxItems": 5},
+                              "priority": {"const": "high"}}},
+     [{"title": "Team sync", "attendees": [{"name": "Dan", "age": 41}, {"name": "Eve", "age": 29}],
+       "priority": "high"}]),
+    ("unicode_text", {"type": "object", "additionalProperties": False, "required": ["text", "lang"],
+                      "properties": {"text": {"type": "string"}, "lang": {"enum": ["en", "fr", "ja", "el"]}}},
+     [{"text": "Ceci n'est pas une pipe. \u00c7a va?", "lang": "fr"}, {"text": "日本語のテキスト", "lang": "ja"}]),
+    ("config", {"type": "object", "additionalProperties": False,
+                "required": ["version", "debug", "retries", "servers"],
+                "properties": {"version": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+$"},
+                               "debug": {"type": "boolean"},
+                               "retries": {"type": "integer", "minimum": 0, "maximum": 10},
+                               "servers": {"type": "array", "items": {"type": "object", "additionalProperties": False,
+                                                                      "required": ["host", "port"],
+                                                                      "properties": {"host": {"type": "string"},
+                                                                                     "port": {"type": "integer"}}}}}},
+     [{"version": "1.2", "debug": False, "retries": 3,
+       "servers": [{"host": "a.example.com", "port": 8080}, {"host": "10.0.0.2", "port": 443}]}]),
+]
+
+TREE_SCHEMA = {"$ref": "#/$defs/node", "$defs": {"node": {
+    "type": "object", "additionalProperties": False, "required": ["value", "children"],
+    "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}}}
+TREE_INSTANCES = [{"value": 1, "children": [{"value": 2, "children": []},
+                                            {"value": 3, "children": [{"value": 4, "children": []}]}]}]
+
+ARITH_EBNF = r"""
+root   ::= expr
+expr   ::= term (("+" | "-") term)*
+term   ::= factor (("*" | "/") factor)*
+factor ::= number | "(" expr ")"
+number ::= [0-9]+
+"""
+ARITH_INSTANCES = ["(1+2)*3-4/(5+6*(7-8))", "((((42))))+1", "12*(3+(4-(5*(6+7))))/8"]
+
+JSON_INSTANCES = [
+    {"a": [1, 2, {"b": None, "c": [True, False]}], "d": "text"},
+    [{"id": 1, "name": "x", "nested": {"deep": {"deeper": [1, [2, [3, [4]]]]}}}],
+    {"message": "Hello, world!", "values": [1.5, -2e10, 0], "ok": True},
+]
+
+
+def fixed_grammars() -> list[Grammar]:
+    """The fixed regexes and JSON Schemas (groups ``regex`` and ``schema``)."""
+    out = [Grammar(f"regex/{n}", "regex", "regex", p, tuple(i)) for n, p, i in REGEXES]
+    out += [Grammar(f"schema/{n}", "schema", "json_schema", json.dumps(s), tuple(compact(v) for v in i))
+            for n, s, i in SCHEMAS]
+    return out
+
+
+def cfg_grammars() -> list[Grammar]:
+    """The builtin JSON grammar, a recursive schema and a recursive EBNF grammar (group ``cfg``)."""
+    json_texts = [compact(v) for v in JSON_INSTANCES] + [compact(i[0]) for _, _, i in SCHEMAS[:3]]
+    return [
+        Grammar("cfg/builtin_json", "cfg", "builtin_json", "", tuple(json_texts)),
+        Grammar("cfg/tree_schema", "cfg", "json_schema", json.dumps(TREE_SCHEMA),
+                tuple(compact(v) for v in TREE_INSTANCES)),
+        Grammar("cfg/arith_ebnf", "cfg", "ebnf", ARITH_EBNF, tuple(ARITH_INSTANCES)),
+    ]
+
+
+def jsonschemabench_grammars(n: int, *, seed: int = 0, subsets: list[str] | None = None,
+                             max_instances: int = 3, root: Path = JSB_ROOT) -> list[Grammar]:
+    """A deterministic sample of JSONSchemaBench schemas with valid instances.
+
+    Parameters
+    ----------
+    n : int
+        Schemas wanted (fewer if the chosen subsets hold fewer).
+    seed : int, default 0
+        Sampling seed: the same (n, seed, subsets) gives the same sample.
+    subsets : list of str, optional
+        Subset names (``Github_easy``, ``Kubernetes``...); default all ten.
+    max_instances : int, default 3
+        Valid instances kept per schema (the first ones listed).
+    root : Path
+        The corpus folder.
+
+    Returns
+    -------
+    list of Grammar
+        Group ``jsb``, named ``jsb/<Subset>/<file>``; empty when the corpus is missing.
+    """
+    tests_dir = root / "tests"
+    if not tests_dir.is_dir() or n <= 0:
+        return []
+    names = subsets or sorted(p.stem for p in tests_dir.glob("*.jsonl"))
+    candidates = []
+    for subset in sorted(names):
+        path = tests_dir / f"{subset}.jsonl"
+        if not path.is_file():
+            raise ValueError(f"no JSONSchemaBench subset {subset!r} under {tests_dir}")
+        for line in filter(None, path.read_text("utf-8").split("\n")):  # not splitlines: U+2028 in strings
+            record = json.loads(line)
+            valid = [t["data"] for t in record["tests"] if t["valid"]]
+            if valid:
+                candidates.append((subset, record["schema_file"], valid[:max_instances]))
+    chosen = random.Random(seed).sample(candidates, min(n, len(candidates)))
+    out = []
+    for subset, schema_file, valid in sorted(chosen, key=lambda c: c[1]):
+        text = (root / schema_file).read_text("utf-8")
+        out.append(Grammar(f"jsb/{subset}/{Path(schema_file).stem}", "jsb", "json_schema", text,
+                           tuple(compact(v) for v in valid)))
+    return out

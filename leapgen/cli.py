@@ -1,0 +1,160 @@
+"""The ``leapgen`` command line.
+
+Subcommands:
+
+``leapgen generate [--model default] [--json-schema FILE | --regex PATTERN] PROMPT``
+    Generate one completion and print it on stdout, then one summary line on
+    stderr (tokens, jump-forward tokens and share, tokens/s, compile ms), so
+    ``leapgen generate ... > out.json`` keeps the output clean.
+
+(``serve`` comes later.) Exit status: 0 on success, 1 when the model cannot
+be loaded or the request fails, 2 on a usage error or a bad grammar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (subcommands: ``generate``)."""
+    from leapgen import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="leapgen",
+        description="Structured generation for LLMs: regex and JSON Schema constraints with jump-forward.",
+    )
+    parser.add_argument("--version", action="version", version=f"leapgen {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    gen = sub.add_parser(
+        "generate",
+        help="generate one completion",
+        description="Generate one completion, optionally constrained by a JSON Schema or a regex.",
+    )
+    gen.add_argument("prompt", metavar="PROMPT", help="the user message (or raw text with --raw)")
+    gen.add_argument("--model", default="default",
+                     help="'default' (embedded SmolLM2-135M-Instruct) or a local Hugging Face folder")
+    grammar = gen.add_mutually_exclusive_group()
+    grammar.add_argument("--json-schema", metavar="FILE", help="constrain the output to this JSON Schema file")
+    grammar.add_argument("--regex", metavar="PATTERN", help="constrain the output to match this regex")
+    gen.add_argument("--no-jump-forward", action="store_true", help="sample every token, even forced ones")
+    gen.add_argument("--max-tokens", type=int, default=256, metavar="N", help="most output tokens (default 256)")
+    gen.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (default)")
+    gen.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus sampling (default 1.0)")
+    gen.add_argument("--top-k", type=int, default=-1, metavar="K", help="top-k sampling (default -1: off)")
+    gen.add_argument("--seed", type=int, default=None, metavar="S", help="random seed")
+    gen.add_argument("--raw", action="store_true", help="continue PROMPT as raw text (no chat template)")
+    gen.add_argument("--threads", type=int, default=None, metavar="N",
+                     help="torch CPU threads (default: $LEAPGEN_NUM_THREADS, else the CPUs not busy with other processes)")
+    gen.set_defaults(handler=_cmd_generate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``leapgen`` script.
+
+    Parameters
+    ----------
+    argv : sequence of str or None
+        Arguments without the program name; None = ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status (also what the console script exits with).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def _error(message: str, status: int) -> int:
+    print(f"leapgen: error: {message}", file=sys.stderr)
+    return status
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from leapgen.engine.sampling_params import SamplingParams
+
+    schema = None
+    if args.json_schema is not None:
+        try:
+            with open(args.json_schema, encoding="utf-8") as f:
+                schema = json.load(f)
+        except OSError as exc:
+            return _error(f"cannot read the JSON Schema file: {exc}", EXIT_USAGE)
+        except ValueError as exc:
+            return _error(f"{args.json_schema} is not valid JSON: {exc}", EXIT_USAGE)
+    try:
+        params = SamplingParams(
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            seed=args.seed,
+            json_schema=schema,
+            regex=args.regex,
+            jump_forward=not args.no_jump_forward,
+        )
+    except ValueError as exc:
+        return _error(str(exc), EXIT_USAGE)
+    if args.threads is not None and args.threads < 1:
+        return _error(f"--threads must be >= 1, got {args.threads}", EXIT_USAGE)
+    from leapgen.engine.grammar_manager import GrammarManager
+    from leapgen.errors import GrammarError
+
+    try:
+        GrammarManager.check(params)  # fail fast, before loading the model
+    except GrammarError as exc:
+        return _error(str(exc), EXIT_USAGE)
+
+    _quiet_transformers()
+    from leapgen.engine import LLM, FinishReason, ModelLoadError
+
+    try:
+        llm = LLM(args.model, num_threads=args.threads)
+    except ModelLoadError as exc:
+        return _error(str(exc), EXIT_FAILURE)
+    out = llm.generate(args.prompt, params, chat=not args.raw)[0]
+    if out.finish_reason == FinishReason.ERROR:
+        # Grammar problems surface here: the request fails, nothing is printed.
+        status = EXIT_USAGE if _is_grammar_error(out.error_type) else EXIT_FAILURE
+        return _error(out.error or "the request failed", status)
+    print(out.text, flush=True)
+    share = 100.0 * out.jump_forward_ratio
+    print(
+        f"[leapgen] {out.completion_tokens} tokens ({out.jump_forward_tokens} jump-forward, {share:.1f}%), "
+        f"{out.tokens_per_s:.1f} tokens/s, compile {out.compile_ms:.0f} ms, "
+        f"finish {out.finish_reason}, model load {llm.load_s:.1f} s",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _is_grammar_error(error_type: str | None) -> bool:
+    import leapgen.errors
+
+    cls = getattr(leapgen.errors, error_type or "", None)
+    return isinstance(cls, type) and issubclass(cls, leapgen.errors.GrammarError)
+
+
+def _quiet_transformers() -> None:
+    """Silence transformers' progress bars and warnings (CLI only)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

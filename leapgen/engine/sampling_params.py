@@ -1,0 +1,138 @@
+"""Per-request generation settings: :class:`SamplingParams`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+#: Separators of the default JSON layout (see :class:`SamplingParams`).
+DEFAULT_JSON_SEPARATORS = (", ", ": ")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to generate one completion.
+
+    Parameters
+    ----------
+    max_tokens : int, default 256
+        Most output tokens (>= 1); the completion ends with
+        ``finish_reason="length"`` when reached.
+    temperature : float, default 0.0
+        Softmax temperature (>= 0); 0 means greedy (argmax).
+    top_p : float, default 1.0
+        Nucleus sampling: keep the smallest set of most likely tokens whose
+        probability sums to >= top_p, ``0 < top_p <= 1``. Ignored when greedy.
+    top_k : int, default -1
+        Keep the top_k most likely tokens; -1 disables. Ignored when greedy.
+    seed : int or None, default None
+        Seed of the request's own ``torch.Generator``; ``None`` draws one.
+    stop_token_ids : tuple of int or None, default None
+        Tokens that end the completion, replacing the model's own EOS set.
+    json_schema : dict or str or None, default None
+        Constrain the output to JSON valid against this JSON Schema (a dict or
+        its JSON text).
+    regex : str or None, default None
+        Constrain the output to match this regex (ECMAScript dialect, the whole
+        output matches). At most one of ``json_schema`` and ``regex``.
+    jump_forward : bool, default True
+        Append text the grammar forces without sampling it (see
+        :mod:`leapgen.engine.jump_forward`).
+    json_any_whitespace : bool, default False
+        Let the model choose whitespace between JSON tokens.
+    json_separators : tuple of (str, str), default (", ", ": ")
+        Item and key separators the JSON grammar emits.
+    json_indent : int or None, default None
+        Pretty-print JSON with this indent (then ``json_separators`` is the
+        item/key separators within lines, as in :func:`json.dumps`).
+
+    Raises
+    ------
+    ValueError
+        On any out-of-range or ill-typed value.
+
+    Notes
+    -----
+    The default JSON layout is fixed, not free: ``any_whitespace=False`` with
+    separators ``(", ", ": ")``. A fixed layout makes every key, quote, colon,
+    comma and space the schema determines *forced* text, which jump-forward
+    appends without sampling (the faster, the more structure the schema has);
+    with free whitespace each of those points is a choice the model must make
+    one token at a time. ``", "`` and ``": "`` (not the compact ``","``
+    and ``":"``) are the spacing models most often saw in training, and the
+    form ``json.dumps`` writes, so the model's own tokens stay the likely ones.
+    """
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = -1
+    seed: int | None = None
+    stop_token_ids: tuple[int, ...] | None = None
+    json_schema: dict | str | None = None
+    regex: str | None = None
+    jump_forward: bool = True
+    json_any_whitespace: bool = False
+    json_separators: tuple[str, str] = DEFAULT_JSON_SEPARATORS
+    json_indent: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_int("max_tokens", self.max_tokens, minimum=1)
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
+            raise ValueError(f"temperature must be a number, got {self.temperature!r}")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ValueError(f"temperature must be finite and >= 0, got {self.temperature}")
+        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)):
+            raise ValueError(f"top_p must be a number, got {self.top_p!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        _check_int("top_k", self.top_k)
+        if self.top_k != -1 and self.top_k < 1:
+            raise ValueError(f"top_k must be -1 (disabled) or >= 1, got {self.top_k}")
+        if self.seed is not None:
+            _check_int("seed", self.seed, minimum=0)
+        if self.stop_token_ids is not None:
+            if isinstance(self.stop_token_ids, (str, bytes)) or not hasattr(self.stop_token_ids, "__iter__"):
+                raise ValueError(f"stop_token_ids must be a sequence of ints, got {self.stop_token_ids!r}")
+            ids = tuple(self.stop_token_ids)
+            for i in ids:
+                _check_int("stop_token_ids item", i, minimum=0)
+            object.__setattr__(self, "stop_token_ids", ids)
+        if self.json_schema is not None and not isinstance(self.json_schema, (dict, str, bool)):
+            raise ValueError(f"json_schema must be a dict or a JSON string, got {type(self.json_schema).__name__}")
+        if self.regex is not None and not isinstance(self.regex, str):
+            raise ValueError(f"regex must be a str, got {type(self.regex).__name__}")
+        if self.json_schema is not None and self.regex is not None:
+            raise ValueError("give at most one of json_schema and regex")
+        if not isinstance(self.jump_forward, bool):
+            raise ValueError(f"jump_forward must be a bool, got {self.jump_forward!r}")
+        if not isinstance(self.json_any_whitespace, bool):
+            raise ValueError(f"json_any_whitespace must be a bool, got {self.json_any_whitespace!r}")
+        seps = self.json_separators
+        if (
+            not isinstance(seps, (tuple, list))
+            or len(seps) != 2
+            or not all(isinstance(s, str) for s in seps)
+        ):
+            raise ValueError(f"json_separators must be a pair of str, got {seps!r}")
+        object.__setattr__(self, "json_separators", tuple(seps))
+        if self.json_indent is not None:
+            _check_int("json_indent", self.json_indent, minimum=0)
+
+    @property
+    def greedy(self) -> bool:
+        """True when sampling is argmax (``temperature == 0``)."""
+        return self.temperature == 0
+
+    @property
+    def constrained(self) -> bool:
+        """True when a grammar (JSON Schema or regex) constrains the output."""
+        return self.json_schema is not None or self.regex is not None
+
+
+def _check_int(name: str, value: Any, *, minimum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")

@@ -1,0 +1,496 @@
+"""JSON Schema front-end: a schema (draft 2020-12, draft-07 forms) -> byte-level IR.
+
+:func:`json_schema_to_ir` returns an :mod:`leapgen.grammar.ir` term over UTF-8
+bytes whose language is the JSON texts (in the chosen layout) of the instances
+the schema accepts, plus a list of warnings. Every subschema is compiled with
+its JSON pointer, and every error names the pointer of the offending keyword.
+Where a regular language cannot express the schema (recursive ``$ref``,
+any-JSON-value nested to any depth) the result is an :class:`ir.Grammar` of
+rules for the pushdown layer (``cfg=True``, the default).
+
+Supported keywords
+------------------
+==========================  ===================================================
+keyword                     support
+==========================  ===================================================
+``type``                    all seven names and lists of them
+``enum`` / ``const``        any JSON value, matched as its JSON text (see
+                            :mod:`.json_values`); members are filtered by
+                            sibling keywords (``maxLength`` etc.), else
+                            intersected with them
+``properties``              members in **schema order** (then names only in
+                            ``required``); optional ones skippable; commas
+                            right in every combination (linear-size IR)
+``required``                yes
+``additionalProperties``    ``false``, ``true`` or a schema; extra members come
+                            **after** the listed ones; their keys never equal a
+                            listed name in any spelling (``ir.Diff``). Missing
+                            with ``strict_mode=True`` and ``properties``
+                            declared: no extra members (xgrammar/OpenAI strict);
+                            otherwise any extra members
+``items``/``prefixItems``   yes (draft-07 array ``items`` + ``additionalItems``
+                            too); ``prefixItems`` without ``items`` in strict
+                            mode: no further items
+``minItems``/``maxItems``   yes
+``minLength``/``maxLength`` yes, in code points (an escape is one character)
+``pattern``                 yes: ECMAScript via :func:`.regex.parse_regex`
+                            (unanchored search), re-encoded as JSON string
+                            content (:mod:`.json_strings`)
+``format``                  date, time, date-time, email, uuid, uri, ipv4, ipv6
+                            (:mod:`.json_formats`); unknown formats: SchemaError
+                            (``strict_mode=False``: ignored with a warning)
+``minimum``/``maximum``     integers: exact ranges; numbers: exact, see
+``exclusiveMin/Maximum``    :mod:`.json_numbers` (draft-04 boolean forms too)
+``anyOf``                   yes (sibling keywords merged into each branch)
+``oneOf``                   exact when branches are provably disjoint (type,
+                            const/enum values, a required property with
+                            disjoint const/enum values); otherwise compiled as
+                            ``anyOf`` with a warning
+``allOf``                   merged into one schema when exact (:mod:`.json_merge`)
+``$ref``                    local: ``#/...`` JSON pointers (``~0``/``~1``,
+                            percent-decoding), ``#anchor``, the root's
+                            ``$id``; recursion becomes CFG rules (SchemaError
+                            with ``cfg=False``, with the indent layout, through
+                            a ``$ref`` with sibling keywords, or for a bare
+                            ``$ref`` chain that loops)
+``unevaluatedProperties``   as ``additionalProperties`` after merging
+``unevaluatedItems``        as ``items`` after merging
+annotations                 ignored: title, description, default, examples, ...
+not, if/then/else, ...      SchemaError (see ``UNSUPPORTED``), unless trivial
+                            (``uniqueItems: false``, ``minProperties: 0``, ...)
+unknown keywords            ignored with a warning
+==========================  ===================================================
+
+Type inference: with ``strict_mode=True`` a schema without ``type`` whose
+keywords all belong to one type (``properties`` -> object, ``items`` ->
+array, ``pattern`` -> string, ``minimum`` -> number, ...) accepts only that
+type; with ``strict_mode=False`` it also accepts every other type, as the spec
+says. A schema that allows any value (``{}``, ``true``, ``additionalProperties:
+true``, arrays without ``items``) is the rule ``json_value`` (any depth); with
+``cfg=False`` or the indent layout, containers inside it nest at most
+:data:`.json_layout.ANY_VALUE_DEPTH` deep, with a warning naming the bound.
+
+Known gaps (all documented where they live): objects in schema order only;
+equivalent spellings (``1.0`` for an integer, ``\u0061`` in a pattern-, format-,
+enum- or const-constrained string) are not accepted; bounded numbers have no
+exponent unless the bound is 0; overlapping ``oneOf`` is looser (warning);
+duplicate extra keys are not detected.
+
+No whitespace is allowed before or after the whole JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+
+from leapgen.errors import SchemaError
+
+from . import ir
+from .ir import Node
+from .cfg import simplify_grammar
+from .json_containers import compile_array, compile_object
+from .json_layout import ANY_VALUE_DEPTH, Layout, any_value, any_value_rule, make_layout
+from .json_merge import (MISSING, TYPE_NAMES, close_child, conj, disjoint, join_pointer, kinds,
+                         resolve_ref)
+from .json_scalars import compile_integer, compile_number, compile_string
+from .json_values import check, check_json_value, dedupe, json_equal, values_node
+
+ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "$comment", "$schema", "$id", "$anchor",
+    "$dynamicAnchor", "$vocabulary", "deprecated", "readOnly", "writeOnly", "contentEncoding",
+    "contentMediaType", "contentSchema", "$defs", "definitions", "discriminator", "nullable",
+})
+"""Keywords that never affect validation (``nullable``/``discriminator`` are
+OpenAPI annotations)."""
+
+TYPE_KEYWORDS = {
+    "object": ("properties", "required", "additionalProperties", "unevaluatedProperties"),
+    "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "unevaluatedItems"),
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
+}
+KEYWORD_TYPE = {k: t for t, ks in TYPE_KEYWORDS.items() for k in ks}
+APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf")
+SUPPORTED = frozenset({"type", "enum", "const", *APPLICATORS, *KEYWORD_TYPE})
+
+UNSUPPORTED = {
+    "not": None, "if": None, "then": None, "else": None, "patternProperties": None,
+    "uniqueItems": False, "multipleOf": None, "minProperties": 0, "maxProperties": None,
+    "dependentRequired": None, "dependentSchemas": None, "dependencies": None,
+    "propertyNames": None, "contains": None, "minContains": None, "maxContains": None,
+    "$dynamicRef": None, "$recursiveRef": None,
+}
+"""Validation keywords leapgen cannot enforce yet -> the one argument value
+that makes the keyword a no-op (``None``: none)."""
+
+MAX_WARNINGS = 50
+ANY_RULE = "json_value"
+
+
+def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separators=None,
+                      strict_mode: bool = True, max_whitespace: int = 20,
+                      cfg: bool = True) -> tuple[Node | ir.Grammar, list[str]]:
+    """Compile a JSON Schema to byte-level grammar IR.
+
+    Parameters
+    ----------
+    schema : dict or bool or str
+        The schema; a ``str`` is parsed as JSON text.
+    any_whitespace : bool, default True
+        Allow ``[ \\t\\n\\r]{0,max_whitespace}`` wherever JSON allows
+        whitespace; ``indent`` and ``separators`` are then ignored.
+    indent : int or str or None, default None
+        With ``any_whitespace=False``: the exact layout of
+        ``json.dumps(indent=indent)``; None: one line.
+    separators : (str, str) or None, default None
+        With ``any_whitespace=False``: (item separator, key separator);
+        default ``(",", ":")``, or ``(",", ": ")`` with an indent.
+    strict_mode : bool, default True
+        No extra object members / array items unless the schema allows them
+        explicitly, type inference from keywords, unknown formats are errors.
+        False: JSON Schema defaults (see the module docstring).
+    max_whitespace : int, default 20
+        Bound of each whitespace run with ``any_whitespace``.
+    cfg : bool, default True
+        Use context-free rules where a regular language cannot say it
+        exactly: recursive ``$ref`` and any-JSON-value (unbounded nesting).
+        False (or the indent layout, whose indentation depends on depth):
+        recursion raises SchemaError and any-values nest at most
+        :data:`.json_layout.ANY_VALUE_DEPTH` deep (with a warning).
+
+    Returns
+    -------
+    (ir.Node or ir.Grammar, list of str)
+        The language and the warnings (approximations made, ignored keywords).
+        An :class:`ir.Grammar` (root ``"root"``, recursive rules only, as
+        :func:`leapgen.grammar.cfg.simplify_grammar` leaves it) only when the
+        schema needs recursion; otherwise one regular :class:`ir.Node`.
+
+    Raises
+    ------
+    SchemaError
+        Malformed schema, unsupported keyword, recursion, or a schema that
+        admits no value; ``pointer`` names the place.
+    ValueError
+        Malformed layout options.
+
+    Does not mutate ``schema``.
+    """
+    layout = make_layout(any_whitespace, indent, separators, max_whitespace)
+    if isinstance(schema, (str, bytes)):
+        try:
+            schema = json.loads(schema)
+        except ValueError as exc:
+            raise SchemaError(f"the schema is not valid JSON: {exc}", pointer="") from exc
+    comp = _Compiler(schema, layout, strict_mode, cfg)
+    if any_whitespace and (indent is not None or separators is not None):
+        comp.warn("", "indent/separators are ignored because any_whitespace=True")
+    node = comp.compile(schema, "", 0)
+    if comp.rules:
+        node = simplify_grammar(ir.Grammar({"root": node, **comp.rules}, "root"))
+    if node == ir.NOTHING:
+        raise SchemaError("the schema admits no JSON value", pointer="")
+    return node, comp.warnings
+
+
+_ptr = join_pointer
+
+
+class _Compiler:
+    """One compilation: the root document, layout, caches and warnings."""
+
+    def __init__(self, root, layout: Layout, strict: bool, cfg: bool = False):
+        self.root = root
+        self.layout = layout
+        self.strict = bool(strict)
+        self.warnings: list[str] = []
+        self._cache: dict = {}
+        self._keep: list = []
+        self._ref_stack: list[str] = []
+        self.cfg = bool(cfg) and not layout.depth_dependent
+        self.rules: dict[str, Node] = {}  # rule name -> body (cfg mode)
+        self._in_product = 0  # > 0 while compiling an operand of an intersection (no recursive rules there)
+        self._any_memo: dict = {}
+        self._pattern_memo: dict = {}
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def warn(self, ptr: str, message: str) -> None:
+        text = f"{ptr or '/'}: {message}"
+        if text in self.warnings:
+            return
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(text)
+        elif len(self.warnings) == MAX_WARNINGS:
+            self.warnings.append("... further warnings omitted")
+
+    def any_value(self, ptr: str, depth: int) -> Node:
+        if self.cfg and not self._in_product:
+            if ANY_RULE not in self.rules:
+                self.rules[ANY_RULE] = any_value_rule(self.layout, ANY_RULE)
+            return ir.RuleRef(ANY_RULE)
+        why = ("inside an enum/const intersection" if self.cfg else
+               "with the indent layout" if self.layout.depth_dependent else "with cfg=False")
+        self.warn(ptr, f"any JSON value allowed here, but containers inside it may nest at most {ANY_VALUE_DEPTH} "
+                       f"deep ({why}; deeper values are rejected)")
+        return any_value(self.layout, depth, ANY_VALUE_DEPTH, self._any_memo)
+
+    # -- entry ---------------------------------------------------------------
+
+    def compile(self, schema, ptr: str, depth: int) -> Node:
+        """The IR of ``schema`` (at ``ptr``) for a value at nesting ``depth``."""
+        if schema is True:
+            return self.any_value(ptr, depth)
+        if schema is False:
+            return ir.NOTHING
+        if not isinstance(schema, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}", pointer=ptr)
+        key = (id(schema), depth if self.layout.depth_dependent else 0, self._in_product > 0)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        node = self._compile_dict(self._normalize(schema), ptr, depth)
+        self._cache[key] = node
+        self._keep.append(schema)
+        return node
+
+    def _compile_dict(self, schema: dict, ptr: str, depth: int) -> Node:
+        self._scan(schema, ptr)
+        if "$ref" in schema:
+            return self._ref(schema, ptr, depth)
+        if "allOf" in schema:
+            merged = self._merge_all_of(schema, ptr)
+            return self.compile(merged, ptr, depth)
+        if "anyOf" in schema or "oneOf" in schema:
+            return self._any_of(schema, ptr, depth)
+        if "const" in schema or "enum" in schema:
+            return self._enum(schema, ptr, depth)
+        if all(k in ANNOTATIONS or (k not in SUPPORTED and k not in UNSUPPORTED) for k in schema):
+            return self.any_value(ptr, depth)  # {}: no validation keyword at all
+        return self._typed(schema, ptr, depth)
+
+    def _scan(self, schema: dict, ptr: str) -> None:
+        """Reject unsupported keywords; warn about unknown ones."""
+        for key, arg in schema.items():
+            if key in ANNOTATIONS or key in SUPPORTED:
+                continue
+            if key in UNSUPPORTED:
+                noop = UNSUPPORTED[key]
+                if noop is not None and arg == noop and type(arg) is type(noop):
+                    continue
+                if key in ("then", "else") and "if" not in schema:
+                    continue
+                if key in ("minContains", "maxContains") and "contains" not in schema:
+                    continue
+                if key == "if" and "then" not in schema and "else" not in schema:
+                    continue
+                raise SchemaError(f"keyword {key!r} is not supported yet", pointer=_ptr(ptr, key))
+            self.warn(_ptr(ptr, key), f"unknown keyword {key!r} ignored")
+
+    # -- applicators ---------------------------------------------------------
+
+    def _deref(self, schema, ptr: str, *, merging: bool = True):
+        """Follow ``$ref`` chains and ``allOf``; normalise draft-07 array forms.
+
+        ``merging``: the result will be merged into a schema being compiled,
+        so a target already being compiled is a recursion that cannot be
+        merged. Returns (schema, pointer, ref targets visited).
+        """
+        seen = []
+        while isinstance(schema, dict) and ("$ref" in schema or "allOf" in schema):
+            if "$ref" in schema:
+                target, tptr = resolve_ref(self.root, schema["$ref"], _ptr(ptr, "$ref"))
+                if tptr in seen or (merging and tptr in self._ref_stack):
+                    self._cycle(ptr, tptr)
+                seen.append(tptr)
+                rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+                schema, ptr = (target, tptr) if not rest else (self._conj(rest, target, ptr), ptr)
+            else:
+                schema = self._merge_all_of(schema, ptr)
+        return self._normalize(schema), ptr, seen
+
+    def _normalize(self, schema):
+        """Draft-07 array ``items`` + ``additionalItems`` -> ``prefixItems`` + ``items``."""
+        if isinstance(schema, dict) and isinstance(schema.get("items"), list):
+            schema = dict(schema)
+            schema["prefixItems"] = schema.pop("items")
+            if "additionalItems" in schema:
+                schema["items"] = schema.pop("additionalItems")
+            self._keep.append(schema)
+        return schema
+
+    def _cycle(self, ptr: str, target: str):
+        if self.cfg:
+            why = "a $ref with sibling keywords (or a chain of $ref) that recurses is not supported yet"
+        elif self.layout.depth_dependent:
+            why = "recursive schemas cannot be compiled with the indent layout (indentation grows with depth)"
+        else:
+            why = "recursive schemas need the CFG support (pass cfg=True)"
+        raise SchemaError(f"recursive schema: $ref to {target or '#'} refers back to itself; {why}",
+                          pointer=_ptr(ptr, "$ref"))
+
+    def _conj(self, parent, child, ptr: str):
+        """``parent`` and ``child`` (a ``$ref`` target or an applicator branch) as one schema."""
+        parent, _, _ = self._deref(parent, ptr)
+        child, _, _ = self._deref(child, ptr)
+        return conj(parent, self._close_child(child, ptr), ptr, ANNOTATIONS)
+
+    def _close_child(self, schema, ptr: str):
+        out = close_child(schema, ptr)
+        if out is not schema:
+            self._keep.append(out)
+        return out
+
+    def _ref(self, schema: dict, ptr: str, depth: int) -> Node:
+        target, tptr = resolve_ref(self.root, schema["$ref"], _ptr(ptr, "$ref"))
+        rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+        if self.cfg and not rest:
+            # every target is a rule; simplify_grammar inlines those that do not recurse
+            name = "ref:" + (tptr or "#")
+            if name not in self.rules:
+                self._check_ref_chain(target, tptr)
+                self.rules[name] = ir.NOTHING  # placeholder while the body is compiled
+                self._ref_stack.append(tptr)
+                try:
+                    self.rules[name] = self.compile(target, tptr, depth)
+                finally:
+                    self._ref_stack.pop()
+            return ir.RuleRef(name)
+        if tptr in self._ref_stack:
+            self._cycle(ptr, tptr)
+        self._ref_stack.append(tptr)
+        try:
+            if not rest:
+                return self.compile(target, tptr, depth)
+            merged = self._conj(rest, target, ptr)
+            self._keep.append(merged)
+            return self.compile(merged, ptr, depth)
+        finally:
+            self._ref_stack.pop()
+
+    def _check_ref_chain(self, target, tptr: str) -> None:
+        """Reject a chain of bare ``$ref`` that comes back to where it started
+        (a rule defined only as itself)."""
+        chain = [tptr]
+        while isinstance(target, dict) and "$ref" in target and all(
+                k == "$ref" or k in ANNOTATIONS for k in target):
+            target, nxt = resolve_ref(self.root, target["$ref"], _ptr(chain[-1], "$ref"))
+            if nxt in chain:
+                raise SchemaError(f"recursive schema: the $ref chain {' -> '.join(p or '#' for p in chain)} "
+                                  "comes back to itself without any structure", pointer=_ptr(chain[-1], "$ref"))
+            chain.append(nxt)
+
+    def _merge_all_of(self, schema: dict, ptr: str):
+        branches = schema["allOf"]
+        if not isinstance(branches, list) or not branches:
+            raise SchemaError("allOf must be a non-empty array", pointer=_ptr(ptr, "allOf"))
+        out = {k: v for k, v in schema.items() if k != "allOf"}
+        for i, b in enumerate(branches):
+            bp = _ptr(ptr, "allOf", i)
+            b, _, _ = self._deref(b, bp)
+            out = conj(out, self._close_child(b, bp), bp, ANNOTATIONS)
+        self._keep.append(out)
+        return out
+
+    def _any_of(self, schema: dict, ptr: str, depth: int) -> Node:
+        if "anyOf" in schema and "oneOf" in schema:
+            raise SchemaError("anyOf together with oneOf in one schema is not supported yet", pointer=ptr)
+        kw = "anyOf" if "anyOf" in schema else "oneOf"
+        branches = schema[kw]
+        if not isinstance(branches, list) or not branches:
+            raise SchemaError(f"{kw} must be a non-empty array", pointer=_ptr(ptr, kw))
+        rest = {k: v for k, v in schema.items() if k != kw and k not in ANNOTATIONS}
+        resolved = []
+        for i, b in enumerate(branches):
+            bp = _ptr(ptr, kw, i)
+            if rest:
+                b = self._conj(rest, b, bp)
+                self._keep.append(b)
+            resolved.append((b, bp))
+        if kw == "oneOf":
+            self._check_disjoint([b for b, _ in resolved], ptr)
+        return ir.alt(*(self.compile(b, bp, depth) for b, bp in resolved))
+
+    def _check_disjoint(self, branches: list, ptr: str) -> None:
+        ks = [kinds(self, b, ptr) for b in branches]
+        for i in range(len(ks)):
+            for j in range(i + 1, len(ks)):
+                if not disjoint(ks[i], ks[j]):
+                    self.warn(_ptr(ptr, "oneOf"), f"branches {i} and {j} may overlap, so oneOf is compiled as "
+                                                  "anyOf (a value matching both is accepted)")
+                    return
+
+    # -- const / enum --------------------------------------------------------
+
+    def _enum(self, schema: dict, ptr: str, depth: int) -> Node:
+        values = None
+        if "const" in schema:
+            values = [schema["const"]]
+            self._check_value(values[0], _ptr(ptr, "const"))
+        if "enum" in schema:
+            enum = schema["enum"]
+            if not isinstance(enum, list):
+                raise SchemaError("enum must be an array", pointer=_ptr(ptr, "enum"))
+            for i, v in enumerate(enum):
+                self._check_value(v, _ptr(ptr, "enum", i))
+            values = enum if values is None else [v for v in values if any(json_equal(v, e) for e in enum)]
+        rest = {k: v for k, v in schema.items() if k not in ("const", "enum")}
+        kept, need_rest = [], False
+        for v in dedupe(values):
+            verdict = check(rest, v, ANNOTATIONS)
+            if verdict is False:
+                continue
+            kept.append(v)
+            need_rest |= verdict is None
+        node = values_node(self.layout, kept, depth)
+        if need_rest and kept:
+            self._in_product += 1  # a rule cannot sit inside an intersection: bounded any-values there
+            try:
+                node = ir.intersect(node, self._typed(rest, ptr, depth))
+            finally:
+                self._in_product -= 1
+        return node
+
+    @staticmethod
+    def _check_value(v, ptr: str) -> None:
+        try:
+            check_json_value(v)
+        except ValueError as exc:
+            raise SchemaError(f"not a JSON value: {exc}", pointer=ptr) from exc
+
+    # -- types ---------------------------------------------------------------
+
+    def _types(self, schema: dict, ptr: str) -> list[str]:
+        t = schema.get("type", MISSING)
+        if t is MISSING:
+            families = {KEYWORD_TYPE[k] for k in schema if k in KEYWORD_TYPE}
+            if self.strict and len(families) == 1:
+                (fam,) = families
+                return [fam]
+            return list(TYPE_NAMES[:-1])  # number covers integer
+        names = [t] if isinstance(t, str) else t
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise SchemaError("type must be a string or an array of strings", pointer=_ptr(ptr, "type"))
+        for n in names:
+            if n not in TYPE_NAMES:
+                raise SchemaError(f"unknown type {n!r}", pointer=_ptr(ptr, "type"))
+        if "number" in names:
+            names = [n for n in names if n != "integer"]
+        return list(dict.fromkeys(names))
+
+    def _typed(self, schema: dict, ptr: str, depth: int) -> Node:
+        """The union over the allowed types of each type's IR (see ``TYPE_BUILDERS``)."""
+        return ir.alt(*(TYPE_BUILDERS[t](self, schema, ptr, depth) for t in self._types(schema, ptr)))
+
+
+TYPE_BUILDERS = {
+    "null": lambda c, schema, ptr, depth: ir.lit("null"),
+    "boolean": lambda c, schema, ptr, depth: ir.alt(ir.lit("true"), ir.lit("false")),
+    "integer": compile_integer,
+    "number": compile_number,
+    "string": compile_string,
+    "array": compile_array,
+    "object": compile_object,
+}
+"""Type name -> builder ``(compiler, schema, pointer, depth) -> Node``; each
+builder reads the keywords of its type (``TYPE_KEYWORDS``)."""

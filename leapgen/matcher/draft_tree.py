@@ -1,0 +1,83 @@
+"""Bitmasks for a tree of draft tokens (speculative decoding), in one call.
+
+The tree is xgrammar's (and SGLang's EAGLE) encoding: per node its first
+child and its next sibling (-1 for none) and its draft token. Node 0 is the
+root, whose token the matcher has already accepted. Row ``i`` of the bitmask
+receives the tokens allowed after the path root..i; nodes whose token the
+parent's row forbids, nodes below them, nodes after a stop token and nodes
+left when time runs out get an all-zero row.
+
+The walk is a depth-first search on a fork of the matcher, rolled back to the
+parent's depth before each sibling, so the caller's matcher never changes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def _as_ints(values, what: str) -> list[int]:
+    out = values.tolist() if hasattr(values, "tolist") else list(values)
+    if any(isinstance(v, list) for v in out):
+        raise ValueError(f"{what} must be one-dimensional")
+    return [int(v) for v in out]
+
+
+def traverse_draft_tree(matcher, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask,
+                        time_threshold: float = -1.0) -> bool:
+    """Fill one bitmask row per draft-tree node; see :meth:`GrammarMatcher.traverse_draft_tree`."""
+    first_child = _as_ints(retrieve_next_token, "retrieve_next_token")
+    next_sibling = _as_ints(retrieve_next_sibling, "retrieve_next_sibling")
+    tokens = _as_ints(draft_tokens, "draft_tokens")
+    n = len(tokens)
+    if not (len(first_child) == len(next_sibling) == n) or n == 0:
+        raise ValueError(f"the tree arrays must have one equal, positive length; got {len(first_child)}, "
+                         f"{len(next_sibling)}, {n}")
+    for what, links in (("retrieve_next_token", first_child), ("retrieve_next_sibling", next_sibling)):
+        bad = [v for v in links if not -1 <= v < n or v == 0]
+        if bad:
+            raise ValueError(f"{what} holds {bad[0]}; entries are node indices in [1, {n}) or -1")
+    from leapgen.matcher.matcher import _bitmask_array
+
+    arr = _bitmask_array(bitmask)
+    rows = arr if arr is not None else np.zeros((n, bitmask.shape[1]), np.int32)
+    if rows.shape[0] < n:
+        raise ValueError(f"bitmask has {rows.shape[0]} rows for {n} draft nodes")
+    rows[:n] = 0
+    deadline = time.perf_counter() + time_threshold if time_threshold > 0 else None
+    work = matcher.fork()
+    work.max_rollback_tokens = -1
+    base = work.num_accepted_tokens
+    stack = [(0, -1, base)]  # (node, parent node, history depth of the parent's path)
+    completed = True
+    visits = 0
+    while stack:
+        node, parent, depth = stack.pop()
+        visits += 1
+        if visits > n:
+            raise ValueError("the draft tree has a cycle")
+        if deadline is not None and time.perf_counter() > deadline:
+            completed = False
+            break
+        work.rollback(work.num_accepted_tokens - depth)
+        if next_sibling[node] != -1:
+            stack.append((next_sibling[node], parent, depth))
+        if node != 0:
+            token = tokens[node]
+            words = rows[parent].view(np.uint32)
+            if not 0 <= token < work._vocab_size or not (int(words[token >> 5]) >> (token & 31)) & 1:
+                continue
+            if not work.accept_token(token):
+                continue
+        if work.is_terminated():
+            continue
+        work.fill_next_token_bitmask(rows, node)
+        if first_child[node] != -1:
+            stack.append((first_child[node], node, work.num_accepted_tokens))
+    if arr is None:
+        import torch
+
+        bitmask[:n].copy_(torch.from_numpy(rows).to(bitmask.device))
+    return completed

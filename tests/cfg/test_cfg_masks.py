@@ -1,0 +1,432 @@
+"""Token masks of context-free grammars against a brute-force oracle (issue #4).
+
+The oracle walks every token's bytes through the pushdown matcher itself:
+token ``t`` is allowed from state ``S`` iff ``compiled.walk(S, bytes_t)`` is not
+None; a stop token iff ``compiled.is_accepting(S)``; a special token (no bytes)
+never. It shares nothing with the token index, the context DFAs or the
+certain/uncertain split that ``fill_next_token_bitmask`` uses.
+
+Vectorized: ``walk`` is a fold of one-byte steps and configurations are
+hashable, so the oracle numbers the configurations it meets and memoizes
+``(configuration, byte) -> configuration`` (each pair computed once with
+``compiled.walk(S, bytes([b]))``). Every token then advances one column at a
+time with numpy gathers, as a lazily built DFA over configurations would. A
+random sample of tokens is also walked literally with ``compiled.walk(S,
+token_bytes)`` to keep the oracle honest.
+
+States come from seeded random walks (token steps biased towards opening
+brackets, so stacks get deep, and single-byte steps that stop inside a
+multi-byte UTF-8 character), on the builtin JSON grammar and two recursive
+grammars, with Llama-3 (byte-level BPE, 128k) and Llama-2 (SentencePiece byte
+fallback, 32k).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from leapgen import GrammarCompiler, GrammarMatcher
+from leapgen.grammar.builtin import JSON_GBNF
+
+# Nested arithmetic: recursion through parentheses and unary minus.
+ARITH_GBNF = r"""
+root   ::= expr
+expr   ::= term ( ws [-+] ws term )*
+term   ::= factor ( ws [*/] ws factor )*
+factor ::= number | "(" ws expr ws ")" | "-" factor
+number ::= [0-9]+ ( "." [0-9]+ )?
+ws     ::= " "?
+"""
+
+# A recursive tree: s-expressions whose atoms may hold non-ASCII characters.
+TREE_GBNF = r"""
+root ::= list
+list ::= "(" ( item ( " " item )* )? ")"
+item ::= atom | list
+atom ::= [a-zé日本語]+ | "\"" [^"\\\n]* "\""
+"""
+
+# A recursive tree with fixed keys: much of its text is forced (for the jump-forward property).
+KEYS_GBNF = r"""
+root ::= node
+node ::= "{\"name\": \"" [a-zé]* "\", \"children\": [" ( node ( ", " node )* )? "]}"
+"""
+
+GRAMMARS = {"json": JSON_GBNF, "arith": ARITH_GBNF, "tree": TREE_GBNF}
+ALL_GRAMMARS = {**GRAMMARS, "keys": KEYS_GBNF}
+FAMILIES = ["llama3", "llama2"]  # byte-level BPE; SentencePiece with byte fallback
+OPENERS = {"json": b"[{", "arith": b"(", "tree": b"("}
+
+# Walk seeds: a few short text prefixes (fed with accept_string) then random tokens.
+PREFIXES = {
+    "json": ['{"k": [', '["h\u00e9llo', '[[[[[[[[[[[[', '{"a": {"b": {"c": [1, ', '"\u65e5\u672c'],
+    "arith": ["((((", "1 + (2 * (", "-(-(3", "((1.5"],
+    "tree": ["(((", "(ab (\u65e5", '("x y" (', "(((((((((("],
+}
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family(request):
+    return request.param
+
+
+def packed_to_bool(row: np.ndarray, vocab_size: int) -> np.ndarray:
+    """bool ``(vocab_size,)`` from one int32 bitmask row."""
+    bits = np.unpackbits(np.ascontiguousarray(row).view(np.uint8), bitorder="little")
+    return bits[:vocab_size].astype(bool)
+
+
+def matcher_mask(matcher: GrammarMatcher, vocab_size: int) -> np.ndarray:
+    words = (vocab_size + 31) // 32
+    bm = np.zeros((1, words), np.int32)
+    matcher.fill_next_token_bitmask(bm)
+    return packed_to_bool(bm[0], vocab_size)
+
+
+class Oracle:
+    """Brute-force masks of one compiled grammar (see the module docstring)."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+        info = compiled.tokenizer_info
+        self.vocab_size = info.vocab_size
+        self.token_bytes = info.token_bytes
+        self.stop_ids = sorted(info.stop_token_ids)
+        ids = [i for i, b in enumerate(self.token_bytes) if b and i not in set(self.stop_ids)]
+        self.ids = np.array(ids, np.int64)
+        lens = np.array([len(self.token_bytes[i]) for i in ids], np.int64)
+        order = np.argsort(-lens, kind="stable")  # longest first: column c touches a prefix of the array
+        self.ids, lens = self.ids[order], lens[order]
+        self.lens = lens
+        mat = np.zeros((len(ids), int(lens.max())), np.int64)
+        for row, i in enumerate(self.ids.tolist()):
+            data = self.token_bytes[i]
+            mat[row, :len(data)] = np.frombuffer(data, np.uint8)
+        self.columns = [np.ascontiguousarray(mat[:, c]) for c in range(mat.shape[1])]
+        self.longer_than = [int(np.count_nonzero(lens > c)) for c in range(mat.shape[1])]
+        self.numbers: dict = {}
+        self.configs: list = []
+        self.trans: dict[int, int] = {}  # (config number << 8 | byte) -> config number or -1
+
+    def number(self, state) -> int:
+        k = self.numbers.get(state)
+        if k is None:
+            k = self.numbers[state] = len(self.configs)
+            self.configs.append(state)
+        return k
+
+    def _advance(self, keys: np.ndarray) -> np.ndarray:
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        out = np.empty(len(uniq), np.int64)
+        for j, key in enumerate(uniq.tolist()):
+            got = self.trans.get(key)
+            if got is None:
+                nxt = self.compiled.walk(self.configs[key >> 8], bytes((key & 255,)))
+                got = self.trans[key] = -1 if nxt is None else self.number(nxt)
+            out[j] = got
+        return out[inverse]
+
+    def mask(self, state) -> np.ndarray:
+        """bool ``(vocab_size,)``: the tokens a brute-force walk allows from ``state``."""
+        n = len(self.ids)
+        pos = np.arange(n)  # positions (into the length-sorted arrays) of tokens still alive
+        cur = np.full(n, self.number(state), np.int64)
+        for c, limit in enumerate(self.longer_than):
+            k = int(np.searchsorted(pos, limit))  # alive tokens longer than c come first
+            if k == 0:
+                break
+            nxt = self._advance((cur[:k] << 8) | self.columns[c][pos[:k]])
+            alive = nxt >= 0
+            cur = np.concatenate((nxt[alive], cur[k:]))
+            pos = np.concatenate((pos[:k][alive], pos[k:]))
+        out = np.zeros(self.vocab_size, bool)
+        out[self.ids[pos]] = True
+        if self.compiled.is_accepting(state):
+            out[self.stop_ids] = True
+        return out
+
+    def check_literally(self, state, mask: np.ndarray, rng: random.Random, n: int = 300) -> None:
+        """``compiled.walk(state, token_bytes)`` on a sample, straight from the definition."""
+        allowed = np.flatnonzero(mask).tolist()
+        sample = rng.sample(range(self.vocab_size), min(n, self.vocab_size))
+        sample += rng.sample(allowed, min(50, len(allowed)))
+        accepting = self.compiled.is_accepting(state)
+        for t in sample:
+            data = self.token_bytes[t]
+            if t in self.stop_ids:
+                want = accepting
+            else:
+                want = bool(data) and self.compiled.walk(state, data) is not None
+            assert mask[t] == want, (t, data)
+
+
+_ORACLES: dict = {}
+_COMPILERS: dict = {}
+
+
+def compiler_for(family: str, **kwargs) -> GrammarCompiler:
+    from vocab_loaders import load_tokenizer_info
+
+    key = (family, tuple(sorted(kwargs.items())))
+    if key not in _COMPILERS:
+        _COMPILERS[key] = GrammarCompiler(load_tokenizer_info(family), **kwargs)
+    return _COMPILERS[key]
+
+
+def oracle_for(family: str, name: str) -> Oracle:
+    key = (family, name)
+    if key not in _ORACLES:
+        _ORACLES[key] = Oracle(compiler_for(family).compile_grammar(ALL_GRAMMARS[name]))
+    return _ORACLES[key]
+
+
+def stack_depth(config) -> int:
+    """Deepest parse stack of a configuration."""
+    return max(s.depth for s in config)
+
+
+def random_walk_states(oracle: Oracle, name: str, seed: int, steps: int):
+    """Yield (description, matcher) along a seeded random walk."""
+    rng = random.Random(seed)
+    matcher = GrammarMatcher(oracle.compiled)
+    prefix = PREFIXES[name][seed % len(PREFIXES[name])]
+    assert matcher.accept_string(prefix), prefix
+    yield f"prefix {prefix!r}", matcher
+    token_bytes = oracle.token_bytes
+    openers = OPENERS[name]
+    for step in range(steps):
+        mask = oracle.mask(matcher.state)
+        mask[oracle.stop_ids] = False
+        allowed = np.flatnonzero(mask).tolist()
+        if not allowed:
+            return
+        r = rng.random()
+        if r < 0.15:
+            # one byte of a multi-byte character: the next state stands inside the character
+            multi = [t for t in allowed if len(token_bytes[t]) >= 2 and token_bytes[t][0] >= 0xC0]
+            if multi:
+                data = token_bytes[rng.choice(multi)][:1]
+                assert matcher.accept_string(data)
+                yield f"step {step}: byte {data!r}", matcher
+                continue
+        if r < 0.55:
+            # drive the nesting deeper: of a sample of tokens holding an opening bracket, the one
+            # that leaves the deepest stack
+            deeper = [t for t in allowed if any(b in openers for b in token_bytes[t])]
+            if deeper:
+                sample = rng.sample(deeper, min(48, len(deeper)))
+                allowed = [max(sample, key=lambda t: stack_depth(oracle.compiled.walk(matcher.state, token_bytes[t])))]
+        t = rng.choice(allowed)
+        assert matcher.accept_token(t), (t, token_bytes[t])
+        yield f"step {step}: token {t} {token_bytes[t]!r}", matcher
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_masks_equal_brute_force_on_random_walks(family, name, seed):
+    oracle = oracle_for(family, name)
+    rng = random.Random(seed * 7919)
+    checked = 0
+    for what, matcher in random_walk_states(oracle, name, seed, steps=25):
+        want = oracle.mask(matcher.state)
+        got = matcher_mask(matcher, oracle.vocab_size)
+        if not np.array_equal(got, want):
+            extra = np.flatnonzero(got & ~want)[:5].tolist()
+            missing = np.flatnonzero(want & ~got)[:5].tolist()
+            pytest.fail(f"{family}/{name} at {what}: mask allows {[oracle.token_bytes[t] for t in extra]} "
+                        f"it should not, misses {[oracle.token_bytes[t] for t in missing]}")
+        if checked % 5 == 0:
+            oracle.check_literally(matcher.state, want, rng)
+        checked += 1
+    assert checked >= 10
+
+
+def test_mask_inside_a_multibyte_character(family):
+    """Half a character: only tokens that finish it (or raw continuation bytes) are allowed."""
+    oracle = oracle_for(family, "json")
+    matcher = GrammarMatcher(oracle.compiled)
+    assert matcher.accept_string('["\u65e5'.encode()[:3])  # '["' and the first byte of U+65E5
+    want = oracle.mask(matcher.state)
+    got = matcher_mask(matcher, oracle.vocab_size)
+    assert np.array_equal(got, want)
+    assert want.any()
+    for t in np.flatnonzero(got).tolist():
+        assert 0x80 <= oracle.token_bytes[t][0] < 0xC0  # every allowed token continues the character
+    assert matcher.find_jump_forward_string() == ""
+
+
+# -- deep nesting -------------------------------------------------------------------------------
+
+
+def test_depth_1000_json_arrays_accepted_without_recursion_error(family):
+    compiled = compiler_for(family).compile_builtin_json_grammar()
+    matcher = GrammarMatcher(compiled)
+    vocab_size = compiled.tokenizer_info.vocab_size
+    assert matcher.accept_string("[" * 1000)
+    mask = matcher_mask(matcher, vocab_size)
+    oracle = oracle_for(family, "json")
+    assert np.array_equal(mask, oracle.mask(matcher.state))
+    assert not matcher.is_completed()
+    assert matcher.accept_string("]" * 999)
+    assert not matcher.is_completed()
+    assert matcher.accept_string("]")
+    assert matcher.is_completed()
+    # an object nest as well, each level with a key
+    matcher.reset()
+    assert matcher.accept_string('{"a": ' * 1000 + "1" + "}" * 1000)
+    assert matcher.is_completed()
+
+
+@pytest.mark.parametrize("limit", [24, 40])
+def test_nesting_beyond_max_stack_depth_is_masked_off(family, limit):
+    """Past ``max_stack_depth`` the matcher refuses deeper nesting, and the mask agrees
+    with the brute force at every depth on the way (tokens like ``[[[`` included)."""
+    compiled = compiler_for(family, max_stack_depth=limit).compile_builtin_json_grammar()
+    oracle = Oracle(compiled)
+    matcher = GrammarMatcher(compiled)
+    opener = compiled.tokenizer_info.token_bytes.index(b"[")
+    multi_openers = [t for t, b in enumerate(compiled.tokenizer_info.token_bytes) if len(b) > 1 and set(b) == {0x5B}]
+    depth = 0
+    while True:
+        mask = matcher_mask(matcher, oracle.vocab_size)
+        assert np.array_equal(mask, oracle.mask(matcher.state)), f"depth {depth}"
+        for t in multi_openers:  # the mask and accept_token agree on "[[", "[[[", ...
+            assert mask[t] == matcher.fork().accept_token(t), (depth, compiled.tokenizer_info.token_bytes[t])
+        if not mask[opener]:
+            break
+        assert matcher.accept_token(opener)
+        depth += 1
+        assert depth <= limit
+    assert not matcher.fork().accept_string("[")
+    assert limit // 2 <= depth <= limit  # nesting is cut near the limit, not far below it
+    # what was opened can still be closed
+    assert matcher.accept_string("]" * depth)
+    assert matcher.is_completed()
+
+
+def test_right_recursion_keeps_a_constant_depth(family):
+    """A tail call pushes no frame: 10,000 items of a right-recursive list are fine."""
+    compiled = compiler_for(family, max_stack_depth=64).compile_grammar(
+        'root ::= "[" items "]"\nitems ::= "x" ( "," items )?')
+    matcher = GrammarMatcher(compiled)
+    assert matcher.accept_string("[" + ",".join(["x"] * 10_000))
+    assert matcher.accept_string("]")
+    assert matcher.is_completed()
+    assert max(s.depth for s in compiled.walk(compiled.start_state, b"[x,x,x,x,x")) <= 2
+
+
+# -- matcher properties -----------------------------------------------------------------------
+
+
+def _allowed_ids(oracle: Oracle, matcher: GrammarMatcher) -> list[int]:
+    mask = matcher_mask(matcher, oracle.vocab_size)
+    mask[oracle.stop_ids] = False
+    return np.flatnonzero(mask).tolist()
+
+
+PROPERTY_SETTINGS = settings(max_examples=15, deadline=None, derandomize=True,
+                             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@PROPERTY_SETTINGS
+@given(data=st.data())
+def test_rollback_restores_masks(name, data):
+    oracle = oracle_for("llama3", name)
+    matcher = GrammarMatcher(oracle.compiled)
+    masks = [matcher_mask(matcher, oracle.vocab_size)]
+    states = [matcher.state]
+    for _ in range(data.draw(st.integers(1, 12), label="steps")):
+        allowed = _allowed_ids(oracle, matcher)
+        if not allowed:
+            break
+        t = allowed[data.draw(st.integers(0, len(allowed) - 1), label="token")]
+        assert matcher.accept_token(t)
+        masks.append(matcher_mask(matcher, oracle.vocab_size))
+        states.append(matcher.state)
+    k = data.draw(st.integers(0, len(masks) - 1), label="rollback")
+    matcher.rollback(k)
+    assert matcher.num_accepted_tokens == len(masks) - 1 - k
+    assert matcher.state == states[-1 - k]
+    assert np.array_equal(matcher_mask(matcher, oracle.vocab_size), masks[-1 - k])
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@PROPERTY_SETTINGS
+@given(data=st.data())
+def test_fork_is_independent(name, data):
+    oracle = oracle_for("llama3", name)
+    matcher = GrammarMatcher(oracle.compiled)
+
+    def advance(m, n, label):
+        for _ in range(n):
+            allowed = _allowed_ids(oracle, m)
+            if not allowed:
+                return
+            assert m.accept_token(allowed[data.draw(st.integers(0, len(allowed) - 1), label=label)])
+
+    advance(matcher, data.draw(st.integers(0, 6)), "prefix")
+    before_state, before_mask = matcher.state, matcher_mask(matcher, oracle.vocab_size)
+    before_n = matcher.num_accepted_tokens
+    other = matcher.fork()
+    advance(other, data.draw(st.integers(1, 6)), "fork")
+    other.rollback(other.num_accepted_tokens - before_n)
+    advance(other, 2, "fork again")
+    assert matcher.state == before_state
+    assert matcher.num_accepted_tokens == before_n
+    assert np.array_equal(matcher_mask(matcher, oracle.vocab_size), before_mask)
+    fork_state, fork_n = other.state, other.num_accepted_tokens
+    advance(matcher, 3, "original")
+    assert other.state == fork_state and other.num_accepted_tokens == fork_n
+
+
+@pytest.mark.parametrize("name", sorted(ALL_GRAMMARS))
+@PROPERTY_SETTINGS
+@given(data=st.data())
+def test_jump_forward_string_is_always_accepted(name, data):
+    oracle = oracle_for("llama3", name)
+    matcher = GrammarMatcher(oracle.compiled)
+    for _ in range(data.draw(st.integers(0, 15), label="steps")):
+        forced = matcher.find_jump_forward_string()
+        probe = matcher.fork()
+        assert probe.accept_string(forced), forced
+        if forced:
+            # forced means forced: every token the brute force allows agrees with the forced text
+            # as far as both go, and the grammar may not end before it
+            data_forced = forced.encode()
+            mask = oracle.mask(matcher.state)
+            assert not mask[oracle.stop_ids].any()
+            for t in np.flatnonzero(mask).tolist():
+                tb = oracle.token_bytes[t]
+                assert tb[:len(data_forced)] == data_forced[:len(tb)], (forced, tb)
+            if data.draw(st.booleans(), label="take it"):
+                assert matcher.accept_string(forced)
+                continue
+        allowed = _allowed_ids(oracle, matcher)
+        if not allowed:
+            break
+        assert matcher.accept_token(allowed[data.draw(st.integers(0, len(allowed) - 1), label="token")])
+
+
+NESTED_DOC = ('{"id": 7, "tags": ["a", "\u00e9t\u00e9", "\u65e5\u672c\u8a9e"], "m": [[1, -2.5e+3], {"k": '
+              '[{"x": [[[null]]]}, true]}], "s": "q\\"\\u00e9\\n", "e": {}}')
+
+
+def test_masks_equal_brute_force_along_a_nested_document(family):
+    """Every prefix of a nested document, byte by byte (so also inside multi-byte characters)."""
+    oracle = oracle_for(family, "json")
+    matcher = GrammarMatcher(oracle.compiled)
+    data = NESTED_DOC.encode()
+    for i in range(len(data) + 1):
+        got = matcher_mask(matcher, oracle.vocab_size)
+        want = oracle.mask(matcher.state)
+        assert np.array_equal(got, want), f"after {data[:i]!r}"
+        if i < len(data):
+            assert matcher.accept_string(data[i:i + 1])
+    assert matcher.is_completed()
+    assert want[sorted(oracle.stop_ids)].all()

@@ -1,0 +1,188 @@
+"""JSON Schema conformance: the JSON-Schema-Test-Suite and JSONSchemaBench.
+
+Method: a schema is compiled with ``strict_mode=False`` (the specification's
+semantics) in the compact layout; an instance counts as accepted when one of
+its serializations in that layout (``json.dumps`` with ``(",", ":")``
+separators, keys in instance order or in the schema's property order) is a
+complete match. A MaskBench *pass* is a schema that compiled without warnings
+and got every valid instance accepted and every invalid one rejected.
+*Unsound* counts invalid instances accepted by a schema that compiled without
+warnings: it must stay 0.
+
+Run ``python -m tests.conformance.harness --update`` to regenerate the ratchet
+baseline (``baseline.json`` beside this file) after an improvement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import leapgen
+from leapgen.errors import LeapgenError
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+SUITE_DIR = SHARED / "corpora" / "json-schema-test-suite" / "tests" / "draft2020-12"
+BENCH_DIR = SHARED / "corpora" / "jsonschemabench"
+BASELINE = Path(__file__).with_name("baseline.json")
+SUBSETS = ("Github_trivial", "Github_easy", "Github_medium", "Github_hard", "Github_ultra", "Glaiveai2K",
+           "JsonSchemaStore", "Kubernetes", "Snowplow", "WashingtonPost")
+CI_SAMPLE_PER_SUBSET = 25
+SEPARATORS = (",", ":")
+
+
+def byte_compiler() -> leapgen.GrammarCompiler:
+    """A compiler over a vocabulary of the 256 single bytes (exact and fast for acceptance)."""
+    info = leapgen.TokenizerInfo([bytes([i]) for i in range(256)] + [b""], "raw", stop_token_ids=[256])
+    return leapgen.GrammarCompiler(info, cache_entries=0)
+
+
+def _schema_order(schema, data, root, depth=0):
+    """``data`` with object keys reordered to follow ``properties`` (best effort, local refs)."""
+    if depth > 50 or not isinstance(schema, dict):
+        return data
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        target = root
+        for part in ref[1:].split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(part) if isinstance(target, dict) else None
+        if isinstance(target, dict):
+            return _schema_order({**target, **{k: v for k, v in schema.items() if k != "$ref"}}, data, root, depth + 1)
+    for key in ("allOf", "anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            for sub in schema[key]:
+                if isinstance(sub, dict) and ("properties" in sub or "$ref" in sub or "items" in sub):
+                    return _schema_order({**sub, **{k: v for k, v in schema.items() if k != key}}, data, root, depth + 1)
+    if isinstance(data, dict):
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        extra = schema.get("additionalProperties")
+        out = {k: _schema_order(props[k], data[k], root, depth + 1) for k in props if k in data}
+        for k, v in data.items():
+            if k not in out:
+                out[k] = _schema_order(extra, v, root, depth + 1) if isinstance(extra, dict) else v
+        return out
+    if isinstance(data, list):
+        prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else []
+        items = schema.get("items")
+        if isinstance(items, list):  # draft-07 tuple form
+            prefix, items = items, schema.get("additionalItems")
+        return [_schema_order(prefix[i] if i < len(prefix) else items, v, root, depth + 1) for i, v in enumerate(data)]
+    return data
+
+
+def accepts(compiled, schema, data) -> bool:
+    """Whether some compact serialization of ``data`` is a complete match."""
+    texts = {json.dumps(data, separators=SEPARATORS, ensure_ascii=False)}
+    try:
+        texts.add(json.dumps(_schema_order(schema, data, schema), separators=SEPARATORS, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError):
+        pass
+    for text in texts:
+        m = leapgen.GrammarMatcher(compiled)
+        if m.accept_string(text) and m.is_completed():
+            return True
+    return False
+
+
+def compile_schema(compiler, schema):
+    """(compiled or None, error text or None, compile seconds)."""
+    t0 = time.perf_counter()
+    try:
+        compiled = compiler.compile_json_schema(schema, any_whitespace=False, separators=SEPARATORS, strict_mode=False)
+        return compiled, None, time.perf_counter() - t0
+    except (LeapgenError, RecursionError) as e:
+        return None, f"{type(e).__name__}: {e}"[:300], time.perf_counter() - t0
+
+
+def run_test_suite(compiler=None) -> dict:
+    """Per keyword file of the 2020-12 suite: tests, passed, unsound, groups not compiled."""
+    compiler = compiler or byte_compiler()
+    results = {}
+    for path in sorted(SUITE_DIR.glob("*.json")):
+        r = {"tests": 0, "passed": 0, "unsound": 0, "groups_not_compiled": 0}
+        for group in json.loads(path.read_text()):
+            compiled, err, _ = compile_schema(compiler, group["schema"])
+            r["tests"] += len(group["tests"])
+            if compiled is None:
+                r["groups_not_compiled"] += 1
+                continue
+            for t in group["tests"]:
+                got = accepts(compiled, group["schema"], t["data"])
+                r["passed"] += got == t["valid"]
+                r["unsound"] += got and not t["valid"] and not compiled.warnings
+        results[path.stem] = r
+    return results
+
+
+def bench_sample(subset: str, per_subset: int | None, seed: int = 0) -> list[dict]:
+    """The schemas of a JSONSchemaBench subset that have instances (a seeded sample, or all)."""
+    rows = [json.loads(line) for line in (BENCH_DIR / "tests" / f"{subset}.jsonl").read_text().splitlines() if line]
+    rows = [r for r in rows if r["tests"]]
+    if per_subset is not None and per_subset < len(rows):
+        rows = random.Random(f"{seed}-{subset}").sample(rows, per_subset)
+    return rows
+
+
+def run_jsonschemabench(per_subset: int | None = CI_SAMPLE_PER_SUBSET, seed: int = 0, compiler=None) -> dict:
+    """Per subset: schemas, compiled, compiled without warnings, MaskBench passes, instance counts."""
+    compiler = compiler or byte_compiler()
+    results = {}
+    for subset in SUBSETS:
+        r = {"schemas": 0, "compiled": 0, "no_warnings": 0, "passed": 0, "valid": 0, "valid_accepted": 0,
+             "invalid": 0, "invalid_rejected": 0, "unsound": 0, "compile_ms": []}
+        for row in bench_sample(subset, per_subset, seed):
+            schema = json.loads((BENCH_DIR / row["schema_file"]).read_text())
+            r["schemas"] += 1
+            compiled, err, secs = compile_schema(compiler, schema)
+            if compiled is None:
+                continue
+            r["compiled"] += 1
+            r["compile_ms"].append(round(secs * 1e3, 2))
+            clean = not compiled.warnings
+            r["no_warnings"] += clean
+            ok = True
+            for t in row["tests"]:
+                got = accepts(compiled, schema, t["data"])
+                if t["valid"]:
+                    r["valid"] += 1
+                    r["valid_accepted"] += got
+                else:
+                    r["invalid"] += 1
+                    r["invalid_rejected"] += not got
+                    r["unsound"] += got and clean
+                ok &= got == t["valid"]
+            r["passed"] += ok and clean
+        results[subset] = r
+    return results
+
+
+def ratchet_view(suite: dict, bench: dict) -> dict:
+    """The numbers the baseline pins (no timings)."""
+    return {
+        "json_schema_test_suite": {k: {"passed": v["passed"], "unsound": v["unsound"]} for k, v in suite.items()},
+        "jsonschemabench_sample": {k: {"passed": v["passed"], "compiled": v["compiled"], "unsound": v["unsound"]}
+                                   for k, v in bench.items()},
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--update", action="store_true", help="write the ratchet baseline")
+    args = ap.parse_args(argv)
+    view = ratchet_view(run_test_suite(), run_jsonschemabench())
+    text = json.dumps(view, indent=1, sort_keys=True)
+    if args.update:
+        BASELINE.write_text(text + "\n")
+        print(f"wrote {BASELINE}")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""JSON Schema front-end: objects (member order, commas, additionalProperties)
+and arrays (prefixItems, items, length bounds), end to end through the DFA."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+
+import pytest
+
+from leapgen.errors import SchemaError
+from leapgen.grammar import ir
+from leapgen.grammar.json_schema import json_schema_to_ir
+
+automata = pytest.importorskip("leapgen.automata")
+
+
+@functools.lru_cache(maxsize=None)
+def _dfa(schema_text: str, opts: tuple):
+    node, _ = json_schema_to_ir(json.loads(schema_text), **dict(opts))
+    assert isinstance(node, ir.Node), "these schemas are regular"
+    return automata.compile_dfa(node)
+
+
+def dfa(schema, **opts):
+    return _dfa(json.dumps(schema), tuple(sorted(opts.items())))
+
+
+def ok(schema, text: str, **opts) -> bool:
+    return dfa(schema, **opts).matches(text.encode("utf-8"))
+
+
+def check(schema, accept=(), reject=(), **opts):
+    d = dfa(schema, **opts)
+    bad_a = [s for s in accept if not d.matches(s.encode())]
+    bad_r = [s for s in reject if d.matches(s.encode())]
+    assert not bad_a and not bad_r, f"wrongly rejected {bad_a}, wrongly accepted {bad_r}"
+
+
+def warnings_of(schema, **opts):
+    return list(json_schema_to_ir(schema, **opts)[1])
+
+
+# ---------------------------------------------------------------------------
+# Objects
+
+
+def _subsets(names, required):
+    out = []
+    for mask in range(1 << len(names)):
+        chosen = [n for i, n in enumerate(names) if mask >> i & 1]
+        out.append((chosen, all(r in chosen for r in required)))
+    return out
+
+
+@pytest.mark.parametrize("required", [[], ["a"], ["c"], ["a", "d"], ["b", "c"], ["a", "b", "c", "d"]])
+def test_object_commas_every_combination(required):
+    names = ["a", "b", "c", "d"]
+    s = {"type": "object", "properties": {n: {"type": "integer"} for n in names}, "required": required}
+    d = dfa(s, any_whitespace=False)
+    for chosen, valid in _subsets(names, required):
+        body = ",".join(f'"{n}":1' for n in chosen)
+        assert d.matches(("{" + body + "}").encode()) == valid, body
+        if chosen:
+            assert not d.matches(("{," + body + "}").encode())
+            assert not d.matches(("{" + body + ",}").encode())
+            assert not d.matches(("{" + body.replace(",", ",,") + "}").encode()) or len(chosen) == 1
+    # schema order only
+    if not required:
+        assert not d.matches(b'{"b":1,"a":1}')
+
+
+def test_object_many_properties_is_linear():
+    names = [f"p{i}" for i in range(60)]
+    s = {"type": "object", "properties": {n: {"type": "boolean"} for n in names}, "required": ["p30"]}
+    t0 = time.perf_counter()
+    d = dfa(s, any_whitespace=False)
+    assert time.perf_counter() - t0 < 5
+    assert d.matches(b'{"p30":true}')
+    assert d.matches(b'{"p0":true,"p30":false,"p59":true}')
+    assert not d.matches(b'{"p0":true}')
+    assert not d.matches(b'{"p31":true,"p30":true}')
+
+
+def test_additional_properties():
+    base = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    strict = dfa(base, any_whitespace=False)
+    assert strict.matches(b'{"a":1}') and not strict.matches(b'{"a":1,"x":2}')
+    loose = dfa(base, any_whitespace=False, strict_mode=False, cfg=False)
+    assert loose.matches(b'{"a":1,"x":[1,{"y":null}],"z":"s"}')
+    assert not loose.matches(b'{"a":1,"a":2}')
+    assert not loose.matches(b'{"a":1,"\\u0061":2}')  # the same key in another spelling
+    assert not loose.matches(b'{"x":1,"a":1}')  # extras come after the listed ones
+    typed = dfa({**base, "additionalProperties": {"type": "string"}}, any_whitespace=False)
+    assert typed.matches(b'{"a":1,"x":"s","y":"t"}') and not typed.matches(b'{"a":1,"x":2}')
+    assert typed.matches(b'{"a":1,"ab":"s"}')
+    closed = dfa({**base, "additionalProperties": False}, any_whitespace=False, strict_mode=False)
+    assert not closed.matches(b'{"a":1,"x":2}')
+    # no properties at all: any object, also in strict mode
+    anyobj = dfa({"type": "object"}, any_whitespace=False, cfg=False)
+    assert anyobj.matches(b'{}') and anyobj.matches(b'{"k":{"n":[1,2]},"j":"s"}')
+    assert any("nest" in w for w in warnings_of({"type": "object"}, cfg=False))
+
+
+def test_required_not_in_properties_and_false_property():
+    s = {"type": "object", "properties": {"a": {"type": "integer"}, "no": False}, "required": ["a", "z"]}
+    check(s, accept=['{"a":1,"z":"anything"}', '{"a":1,"z":[1]}'], reject=['{"a":1}', '{"a":1,"no":1,"z":1}'],
+          any_whitespace=False, cfg=False)
+    with pytest.raises(SchemaError, match="no JSON value"):
+        json_schema_to_ir({"type": "object", "properties": {"a": False}, "required": ["a"]})
+
+
+def test_property_names_are_json_escaped():
+    s = {"type": "object", "properties": {'q"uo\\te': {"type": "null"}, "é/ü": {"type": "null"}},
+         "required": ['q"uo\\te', "é/ü"]}
+    assert ok(s, json.dumps({'q"uo\\te': None, "é/ü": None}, ensure_ascii=False), any_whitespace=False,
+              separators=(", ", ": "))
+
+
+# ---------------------------------------------------------------------------
+# Arrays
+
+
+@pytest.mark.parametrize("schema,lengths", [
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 4}, {2, 3, 4}),
+    ({"type": "array", "items": {"type": "integer"}, "maxItems": 0}, {0}),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 3}, {3, 4, 5, 6}),
+    ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"}]}, {0, 1, 2}),
+    ({"type": "array", "prefixItems": [{"type": "integer"}] * 3, "minItems": 2}, {2, 3}),
+    ({"type": "array", "prefixItems": [{"type": "integer"}] * 2, "items": {"type": "integer"}, "maxItems": 3},
+     {0, 1, 2, 3}),
+    ({"type": "array", "prefixItems": [{"type": "integer"}] * 2, "items": False, "minItems": 1}, {1, 2}),
+    ({"type": "array", "prefixItems": [{"type": "integer"}] * 4, "maxItems": 2}, {0, 1, 2}),
+])
+def test_array_lengths(schema, lengths):
+    d = dfa(schema, any_whitespace=False)
+    for n in range(0, 7):
+        text = json.dumps(list(range(n)), separators=(",", ":"))
+        assert d.matches(text.encode()) == (n in lengths), text
+
+
+def test_prefix_items_types_and_rest():
+    s = {"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": {"type": "null"}}
+    check(s, accept=['[]', '["a"]', '["a",true]', '["a",false,null,null]'],
+          reject=['[true]', '["a","b"]', '["a",true,1]', '["a",]'], any_whitespace=False)
+    # strict mode: prefixItems without items admits no more items; spec mode admits anything
+    s2 = {"type": "array", "prefixItems": [{"type": "string"}]}
+    assert not ok(s2, '["a",1]', any_whitespace=False)
+    assert ok(s2, '["a",1,{"x":[]}]', any_whitespace=False, strict_mode=False, cfg=False)
+    # draft-07 tuple form
+    s3 = {"type": "array", "items": [{"type": "string"}, {"type": "integer"}], "additionalItems": False}
+    check(s3, accept=['["a",1]', '["a"]'], reject=['["a",1,2]', '[1]'], any_whitespace=False)
+
+
+def test_unsatisfiable_items():
+    assert ok({"type": "array", "items": False}, "[]", any_whitespace=False)
+    assert not ok({"type": "array", "items": False}, "[1]", any_whitespace=False)
+    with pytest.raises(SchemaError):
+        json_schema_to_ir({"type": "array", "items": False, "minItems": 1})

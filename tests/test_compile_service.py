@@ -1,0 +1,194 @@
+"""The compile service: compile_async, single flight, remembered failures,
+the byte-bounded LRU, the disk cache (corrupt files, concurrent writers) and
+the compile time limit."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+
+from leapgen import CompileLimitError, GrammarCompiler, GrammarMatcher, RegexError, TokenizerInfo
+from leapgen.compiler.disk_cache import DiskCache
+
+VOCAB = ["a", "b", "c", "ab", "1", "2", "12", "-", "{", "}", '"', ":", "</s>"]
+
+
+@pytest.fixture(scope="module")
+def info():
+    return TokenizerInfo(VOCAB, stop_token_ids=[len(VOCAB) - 1])
+
+
+def _counting(compiler, delay: float = 0.0) -> list:
+    """Count (and optionally slow down) the compiler's real compiles."""
+    calls = []
+    build = compiler._build_unlimited
+
+    def counted(kind, front_end):
+        calls.append(kind)
+        time.sleep(delay)
+        return build(kind, front_end)
+
+    compiler._build_unlimited = counted
+    return calls
+
+
+def _mask(compiled) -> np.ndarray:
+    bitmask = np.zeros((1, 1), np.int32)
+    GrammarMatcher(compiled).fill_next_token_bitmask(bitmask)
+    return bitmask
+
+
+def test_compile_async(info):
+    compiler = GrammarCompiler(info, compile_threads=2)
+    future = compiler.compile_async("regex", "(ab|c)+")
+    assert isinstance(future, Future)
+    assert future.result(timeout=30) is compiler.compile_regex("(ab|c)+")
+    schema = compiler.compile_async("json_schema", {"type": "integer"}, any_whitespace=False).result(timeout=30)
+    assert schema.kind == "json_schema"
+    with pytest.raises(RegexError):
+        compiler.compile_async("regex", "a(b").result(timeout=30)
+    with pytest.raises(ValueError):
+        compiler.compile_async("yaml", "x: 1")
+
+
+def test_single_flight(info):
+    compiler = GrammarCompiler(info)
+    calls = _counting(compiler, delay=0.2)
+    results = [None] * 8
+
+    def worker(i):
+        results[i] = compiler.compile_regex("[a-c]{2,5}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == ["regex"]
+    assert all(r is results[0] for r in results)
+
+
+def test_failures_are_remembered(info):
+    compiler = GrammarCompiler(info)
+    calls = _counting(compiler, delay=0.1)
+    errors = []
+
+    def worker():
+        try:
+            compiler.compile_json_schema({"type": "integer", "minimum": 5, "maximum": 1})
+        except Exception as e:  # noqa: BLE001 - collected and checked below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    worker()
+    assert len(calls) == 1 and len(errors) == 5
+    assert len({type(e) for e in errors}) == 1 and len({str(e) for e in errors}) == 1
+    assert compiler.cache.failure_hits == 4
+    compiler.clear_cache()  # forgets failures too
+    worker()
+    assert len(calls) == 2
+
+
+def test_cache_bounded_in_bytes(info):
+    compiler = GrammarCompiler(info, cache_bytes=1)  # every grammar is bigger: only the newest stays
+    first = compiler.compile_regex("a+")
+    compiler.compile_regex("b+")
+    assert len(compiler.cache) == 1
+    assert compiler.compile_regex("a+") is not first
+    roomy = GrammarCompiler(info, cache_bytes=1 << 30, cache_entries=2)
+    for pattern in ("a+", "b+", "c+"):
+        roomy.compile_regex(pattern)
+    assert len(roomy.cache) == 2 and roomy.cache.memory_size_bytes() > 0
+
+
+def test_disk_cache_round_trip(info, tmp_path):
+    writer = GrammarCompiler(info, cache_dir=tmp_path)
+    compiled = writer.compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
+    files = list(tmp_path.glob("*.npz"))
+    assert len(files) == 1 and not list(tmp_path.glob("*.tmp"))
+    with np.load(files[0], allow_pickle=False) as data:  # a data format: loads without pickle
+        assert set(data.files) == {"trans", "accepting", "meta"}
+    reader = GrammarCompiler(info, cache_dir=tmp_path)
+    calls = _counting(reader)
+    again = reader.compile_json_schema({"properties": {"a": {"type": "integer"}}, "type": "object"})
+    assert calls == [] and reader.cache.disk_hits == 1
+    np.testing.assert_array_equal(again.dfa.trans, compiled.dfa.trans)
+    np.testing.assert_array_equal(_mask(again), _mask(compiled))
+    other_vocab = TokenizerInfo(VOCAB[:-1] + ["<eos>"], stop_token_ids=[len(VOCAB) - 1])
+    assert DiskCache(tmp_path, fingerprint=other_vocab.fingerprint, version="0").load(("x",)) is None
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "wrong_key"])
+def test_disk_cache_tolerates_corrupt_files(info, tmp_path, damage):
+    GrammarCompiler(info, cache_dir=tmp_path).compile_regex("(ab)+c")
+    (path,) = tmp_path.glob("*.npz")
+    if damage == "garbage":
+        path.write_bytes(b"not a zip file at all" * 10)
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:  # a well-formed entry of another grammar under this name
+        other = GrammarCompiler(info, cache_dir=tmp_path / "other")
+        other.compile_regex("c+")
+        path.write_bytes(next((tmp_path / "other").glob("*.npz")).read_bytes())
+    reader = GrammarCompiler(info, cache_dir=tmp_path)
+    calls = _counting(reader)
+    compiled = reader.compile_regex("(ab)+c")
+    assert calls == ["regex"] and reader.cache.disk_hits == 0
+    assert compiled.dfa.matches(b"ababc")
+    assert DiskCache(tmp_path, fingerprint=info.fingerprint, version=_version()).load(("regex", "(ab)+c")) is not None
+
+
+def _version() -> str:
+    from leapgen import __version__
+
+    return __version__
+
+
+def _store_many(directory, fingerprint, trans, accepting, rounds):
+    from leapgen.automata import Dfa
+
+    cache = DiskCache(directory, fingerprint=fingerprint, version="test")
+    for _ in range(rounds):
+        assert cache.store(("regex", "shared"), Dfa(trans, accepting, 0), "regex", ())
+
+
+def test_disk_cache_concurrent_writers(info, tmp_path):
+    dfa = GrammarCompiler(info).compile_regex("[a-c]{1,40}").dfa
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_store_many, args=(tmp_path, info.fingerprint, dfa.trans, dfa.accepting, 25))
+             for _ in range(4)]
+    for p in procs:
+        p.start()
+    reader = DiskCache(tmp_path, fingerprint=info.fingerprint, version="test")
+    seen = 0
+    while any(p.is_alive() for p in procs):
+        got = reader.load(("regex", "shared"))
+        if got is not None:  # a reader sees a whole entry or none, never a torn one
+            np.testing.assert_array_equal(got[0].trans, dfa.trans)
+            seen += 1
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    got = reader.load(("regex", "shared"))
+    assert got is not None and np.array_equal(got[0].trans, dfa.trans)
+    assert len(list(tmp_path.glob("*.npz"))) == 1 and not list(tmp_path.glob("*.tmp"))
+
+
+def test_compile_time_limit(info):
+    compiler = GrammarCompiler(info, max_compile_seconds=1e-6)
+    with pytest.raises(CompileLimitError, match="limit"):
+        compiler.compile_regex("([a-c][0-9a-c]{0,30}-){1,8}[a-c]{5,30}")
+    assert GrammarCompiler(info, max_compile_seconds=60).compile_regex("[a-c]{5,30}").dfa.matches(b"abcab")
+    with pytest.raises(ValueError):
+        GrammarCompiler(info, max_compile_seconds=0)
