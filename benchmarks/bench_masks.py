@@ -72,7 +72,7 @@ def run_backend(job: runner.Job) -> dict:
                 deadline, deadline_kind = time.monotonic() + AFTER_LIMIT_S, "other"
             elif kind == "begin":
                 current = msg[1]
-                deadline, deadline_kind = time.monotonic() + runner.COMPILE_LIMIT_S + 5, "compile"
+                deadline, deadline_kind = time.monotonic() + runner.COMPILE_LIMIT_S + 2, "compile"
             elif kind == "compiled":
                 deadline, deadline_kind = time.monotonic() + WALK_LIMIT_S, "walk"
             elif kind == "grammar":

@@ -220,10 +220,6 @@ def worker_main(job: Job, start: int, conn) -> None:
     for grammar, token_lists in job.warmup:
         walk(backend, compile_grammar(backend, grammar, job.strict), token_lists, stop_id, record_states=False)
     handles = []  # (compiled, token ids) of the fixed grammars, for the batch fill
-    for g in range(start):  # an earlier worker walked these; recompile the fixed ones that worked
-        if job.grammars[g].group in ("regex", "schema") and g not in job.failed:
-            compiled = compile_grammar(backend, job.grammars[g], job.strict)
-            handles += [(compiled, ids) for ids in job.tokens[g]]
     for g in range(start, len(job.grammars)):
         grammar = job.grammars[g]
         conn.send(("begin", g))
@@ -248,6 +244,10 @@ def worker_main(job: Job, start: int, conn) -> None:
         conn.send(("grammar", g, result))
         if grammar.group in ("regex", "schema"):
             handles += [(compiled, ids) for ids, r in zip(job.tokens[g], result["rejected"]) if r is None]
+    for g in range(start):  # an earlier worker walked these; recompile the fixed ones that worked
+        if job.grammars[g].group in ("regex", "schema") and g not in job.failed:
+            compiled = compile_grammar(backend, job.grammars[g], job.strict)
+            handles += [(compiled, ids) for ids in job.tokens[g]]
     conn.send(("batch", batch_fill(backend, handles)))
     if record_states:
         fixed = [(g, t) for g, t in zip(job.grammars, job.tokens) if g.group in ("regex", "schema")]

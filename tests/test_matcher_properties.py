@@ -296,6 +296,39 @@ def test_verdict_equals_python_re(toy_compiler, data, pattern):
     assert got == (re.fullmatch(pattern, text) is not None), text
 
 
+ATOMS = ["a", "b", "c", "é", "日", "🎉", "[ab]", "[^a]", "[a-cé]", "[日-月]", r"\.", "(?:)"]
+
+
+@st.composite
+def random_regex(draw, depth: int = 0) -> str:
+    """A random pattern in the subset where ECMAScript and Python agree."""
+    kind = draw(st.sampled_from(["atom", "atom", "seq", "alt", "quant", "group"] if depth < 3 else ["atom"]))
+    if kind == "atom":
+        return draw(st.sampled_from(ATOMS))
+    if kind == "seq":
+        return "".join(draw(st.lists(random_regex(depth + 1), min_size=2, max_size=3)))
+    if kind == "alt":
+        return "(" + "|".join(draw(st.lists(random_regex(depth + 1), min_size=2, max_size=3))) + ")"
+    if kind == "group":
+        return "(?:" + draw(random_regex(depth + 1)) + ")"
+    lo = draw(st.integers(0, 3))
+    q = draw(st.sampled_from(["*", "+", "?", f"{{{lo}}}", f"{{{lo},}}", f"{{{lo},{lo + draw(st.integers(0, 2))}}}"]))
+    lazy = draw(st.sampled_from(["", "?"]))
+    return "(" + draw(random_regex(depth + 1)) + ")" + q + lazy
+
+
+@SETTINGS
+@given(data=st.data(), pattern=random_regex())
+def test_random_regex_verdict_equals_python_re(toy_compiler, data, pattern):
+    compiled = toy_compiler.compile_regex(pattern)
+    texts = data.draw(st.lists(st.text(alphabet="abcé日月🎉.", max_size=8), min_size=5, max_size=10), label="texts")
+    texts.append(data.draw(st.from_regex(pattern, fullmatch=True, alphabet=UTF8_CHARS), label="match"))
+    for text in texts:
+        m = GrammarMatcher(compiled)
+        got = m.accept_string(text) and m.is_completed()
+        assert got == (re.fullmatch(pattern, text) is not None), (pattern, text)
+
+
 def test_verdict_sanity_both_outcomes(toy_compiler):
     """The differential test above can see both verdicts (not all-reject)."""
     m = GrammarMatcher(toy_compiler.compile_regex(PATTERNS[2]))

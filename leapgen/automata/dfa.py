@@ -243,6 +243,23 @@ def trim(dfa: Dfa) -> Dfa:
     return Dfa(t.astype(np.int32), dfa.accepting[keep].copy(), int(new_id[dfa.start]))
 
 
+def column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group identical columns of a transition table.
+
+    Returns
+    -------
+    symbol_class : numpy.ndarray
+        int64, ``(n_symbols,)``: the class of each column.
+    table : numpy.ndarray
+        ``(n_states, n_classes)``: one representative column per class.
+    """
+    cols = np.ascontiguousarray(trans.T)
+    ids: dict[bytes, int] = {}
+    symbol_class = np.array([ids.setdefault(c.tobytes(), len(ids)) for c in cols], np.int64)
+    first = np.unique(symbol_class, return_index=True)[1]
+    return symbol_class, np.ascontiguousarray(trans[:, first])
+
+
 def minimize(dfa: Dfa) -> Dfa:
     """Trim, then minimize with Hopcroft's algorithm; states renumbered in BFS
     order from the start (start = 0). Does not mutate ``dfa``."""
@@ -250,9 +267,7 @@ def minimize(dfa: Dfa) -> Dfa:
     n = dfa.n_states
     if n == 0:
         return dfa
-    cols, byte_class = np.unique(dfa.trans.T, axis=0, return_inverse=True)
-    byte_class = byte_class.reshape(-1)
-    table = cols.T  # (n, k), class-level
+    byte_class, table = column_classes(dfa.trans)  # table: (n, k), class-level
     k = table.shape[1]
     dead = n
     tbl = np.where(table >= 0, table, dead)
