@@ -101,6 +101,35 @@ def run_backend(job: runner.Job) -> dict:
 
 
 
+def write_report(args, results: dict, grammars: list, title: str) -> None:
+    """Print the tables; write them, the raw results and the plot where asked."""
+    text = report.render(results, grammars, title) + "\n### Most common compile errors\n\n" + \
+        report.failures(results, grammars) + "\n"
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text, "utf-8")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"title": title, "grammars": [(g.name, g.group) for g in grammars],
+                                              "results": results}), "utf-8")
+    if args.plot:
+        try:
+            report.plot(results, grammars, args.plot)
+        except ImportError:
+            print("no plot: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+
+
+def render_saved(args) -> int:
+    """Re-render a saved run (``--from-results``)."""
+    saved = json.loads(Path(args.from_results).read_text("utf-8"))
+    grammars = [workloads.Grammar(name, group, "", "", ()) for name, group in saved["grammars"]]
+    results = {b: {**res, "grammars": {int(g): r for g, r in res["grammars"].items()}}
+               for b, res in saved["results"].items()}
+    args.out = None
+    write_report(args, results, grammars, saved["title"])
+    return 0
+
+
 def main(argv=None) -> int:
     from leapgen.backends import available_backends, known_backends
 
@@ -115,10 +144,15 @@ def main(argv=None) -> int:
     p.add_argument("--groups", default="regex,schema,jsb,cfg", help="workload groups to run")
     p.add_argument("--no-strict", action="store_true", help="JSON Schemas with strict_mode=False (the spec's "
                                                             "additionalProperties default)")
-    p.add_argument("--out", default=None, help="write the raw results as JSON here")
+    p.add_argument("--out", default=None, help="write the raw results as JSON here (benchmarks/results/ is "
+                                               "git-ignored)")
     p.add_argument("--plot", default=None, help="write the TBM/TTFM distribution plot (PNG) here")
     p.add_argument("--markdown", default=None, help="also write the tables to this file")
+    p.add_argument("--from-results", default=None, help="measure nothing: render the tables (and --plot) "
+                                                          "from a JSON file written by --out")
     args = p.parse_args(argv)
+    if args.from_results:
+        return render_saved(args)
 
     names = available_backends() if args.backend == "all" else args.backend.split(",")
     missing = [b for b in names if b not in available_backends()]
@@ -154,16 +188,7 @@ def main(argv=None) -> int:
 
     title = (f"Mask benchmark: {args.tokenizer} tokenizer, {len(grammars)} grammars "
              f"({args.schemas} JSONSchemaBench, seed {args.seed}), {n_tokens} tokens")
-    text = report.render(results, grammars, title) + "\n### Most common compile errors\n\n" + \
-        report.failures(results, grammars) + "\n"
-    print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text, "utf-8")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"args": vars(args), "grammars": [g.name for g in grammars],
-                                              "results": results}), "utf-8")
-    if args.plot:
-        report.plot(results, grammars, args.plot)
+    write_report(args, results, grammars, title)
     return 0
 
 

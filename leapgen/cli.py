@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=None, metavar="S", help="random seed")
     gen.add_argument("--raw", action="store_true", help="continue PROMPT as raw text (no chat template)")
     gen.add_argument("--threads", type=int, default=None, metavar="N",
-                     help="torch CPU threads (default: $LEAPGEN_NUM_THREADS, else the CPUs not busy with other processes)")
+                     help="torch CPU threads (default: $LEAPGEN_NUM_THREADS, else the idle CPUs)")
     gen.set_defaults(handler=_cmd_generate)
     return parser
 

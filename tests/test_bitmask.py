@@ -145,6 +145,22 @@ def test_apply_rejects_bad_input():
         apply_token_bitmask_inplace(logits, torch.zeros((3, 2), dtype=torch.int32))
 
 
+@pytest.mark.parametrize("indices", [None, [0, 2, 3], [3]])
+def test_apply_matches_xgrammar_apply(indices):
+    """Same logits, full-batch bitmask: leapgen's result equals xgrammar's CPU kernel.
+
+    (Not compared: a compact bitmask with one row per index, where leapgen takes
+    bitmask row i for logits row indices[i] and xgrammar row indices[i].)"""
+    xgrammar = pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
+    rng = np.random.default_rng(7)
+    bm = random_bitmask(rng, 4, 32)
+    logits = torch.from_numpy(rng.normal(size=(4, 1000))).float()
+    theirs = logits.clone()
+    apply_token_bitmask_inplace(logits, bm, indices=indices)
+    xgrammar.apply_token_bitmask_inplace(theirs, bm, indices=indices)
+    assert torch.equal(logits, theirs)
+
+
 def test_fill_into_torch_bitmask_row(toy_compiler, toy_info):
     """The matcher writes into a CPU torch bitmask (shared numpy view), one row only."""
     m = GrammarMatcher(toy_compiler.compile_regex("ab|cd"))
@@ -156,6 +172,20 @@ def test_fill_into_torch_bitmask_row(toy_compiler, toy_info):
     logits = torch.zeros(toy_info.vocab_size)
     apply_token_bitmask_inplace(logits, bm[1])
     assert torch.isfinite(logits).nonzero().flatten().tolist() == allowed
+
+
+def test_need_apply_false_only_when_everything_is_allowed():
+    from leapgen import GrammarCompiler, TokenizerInfo
+
+    ascii_info = TokenizerInfo([bytes([b]) for b in range(128)] + [b"ab", b"<eos>"], stop_token_ids=[129])
+    compiler = GrammarCompiler(ascii_info)
+    bm = allocate_token_bitmask(1, ascii_info.vocab_size)
+    anything = GrammarMatcher(compiler.compile_regex(r"[\x00-\x7f]*"))
+    assert anything.fill_next_token_bitmask(bm) is False  # every token and the stop token
+    assert bool(bitmask_to_bool(bm, ascii_info.vocab_size).all())
+    not_yet = GrammarMatcher(compiler.compile_regex(r"[\x00-\x7f]+"))
+    assert not_yet.fill_next_token_bitmask(bm) is True  # the stop token is not allowed yet
+    assert bitmask_to_bool(bm, ascii_info.vocab_size)[0].nonzero().flatten().tolist() == list(range(129))
 
 
 # ---------------------------------------------------------------- xgrammar interoperability

@@ -1,9 +1,9 @@
 """Mask exactness on real vocabularies (issue #2).
 
-For states reached by seeded random walks (token steps and single-byte steps,
-so some states stand inside a multi-byte UTF-8 character) of 26 regexes and
-10 JSON Schemas, the bitmask ``GrammarMatcher.fill_next_token_bitmask`` writes
-must equal
+For states reached by seeded random walks (token steps that keep the walk
+going, e.g. inside strings, and single-byte steps, so some states stand inside
+a multi-byte UTF-8 character) of 26 regexes and 10 JSON Schemas, the bitmask
+``GrammarMatcher.fill_next_token_bitmask`` writes must equal
 
 (a) a brute-force walk of every token's bytes through the compiled DFA
     (``compiled.dfa.trans``; a numpy walk written here, sharing nothing with
@@ -17,10 +17,10 @@ must equal
 
 The oracle is pruned soundly by first character (partial matches are
 prefix-closed: if ``prefix + c`` cannot be extended to a match, neither can
-``prefix + c + rest``). The default run checks three states per grammar (the
-start, one inside a character, one text state) and runs the oracle on the two
-text states over every token whose first character is rejected plus a seeded
-sample of the others. ``--run-slow`` checks (a) on every state of two longer
+``prefix + c + rest``). The default run checks three states per grammar
+(the start, one inside a character, the last text state) and runs the oracle
+on the two text states over every token whose first character is rejected
+plus a seeded sample of the others. ``--run-slow`` checks (a) on every state of two longer
 walks, runs the oracle over all tokens on a few text states, and adds two
 vocabularies (mistral, o200k).
 
@@ -159,9 +159,10 @@ def vocab_tables(family: str) -> Vocab:
                  {c: np.array(v, np.int64) for c, v in groups.items()})
 
 
-def brute_force_mask(v: Vocab, trans: np.ndarray, accepting: np.ndarray, state: int) -> np.ndarray:
-    """bool (vocab_size,): tokens whose every byte has a DFA transition from
-    ``state`` (all tokens walked, no pruning), plus stop ids iff accepting."""
+def brute_force_walk(v: Vocab, trans: np.ndarray, state: int) -> np.ndarray:
+    """int64 (len(by_len_ids),): the state each token (``by_len_ids`` order)
+    ends in from ``state``, -1 where a byte has no transition. All tokens are
+    walked to their end, no pruning."""
     st = np.full(len(v.by_len_ids), state, np.int64)
     for c, k in enumerate(v.longer_than):
         cur = st[:k]
@@ -169,8 +170,14 @@ def brute_force_mask(v: Vocab, trans: np.ndarray, accepting: np.ndarray, state: 
         if not live.any():
             break
         st[:k] = np.where(live, trans[np.maximum(cur, 0), v.by_len_bytes[:k, c]], -1)
+    return st
+
+
+def brute_force_mask(v: Vocab, trans: np.ndarray, accepting: np.ndarray, state: int) -> np.ndarray:
+    """bool (vocab_size,): tokens whose every byte has a DFA transition from
+    ``state``, plus the stop ids iff ``state`` is accepting."""
     out = np.zeros(v.info.vocab_size, bool)
-    out[v.by_len_ids[st >= 0]] = True
+    out[v.by_len_ids[brute_force_walk(v, trans, state) >= 0]] = True
     out[v.stop_ids] = bool(accepting[state])
     return out
 
@@ -214,9 +221,12 @@ def oracle_mask(v: Vocab, rx, prefix: str, rng, sample: int | None):
 
 def random_walk(compiled, v: Vocab, rng, steps: int):
     """Seeded walk: list of (bytes walked, forked matcher). Token steps pick a
-    random allowed non-stop token; byte steps (1 in 4) accept one live byte,
-    preferring a UTF-8 lead byte so that the next state is inside a character."""
-    trans, acc = compiled.dfa.trans, compiled.dfa.accepting
+    random allowed token, avoiding tokens after which the grammar can only
+    end (so walks go deep, e.g. stay inside strings); byte steps (1 in 3)
+    accept one live byte, preferring a UTF-8 lead byte so that the next state
+    is inside a character."""
+    trans = compiled.dfa.trans
+    has_exit = (trans >= 0).any(axis=1)
     m = GrammarMatcher(compiled)
     buf = b""
     out = [(buf, m.fork())]
@@ -225,9 +235,11 @@ def random_walk(compiled, v: Vocab, rng, steps: int):
         live = np.flatnonzero(trans[s] >= 0)
         if live.size == 0:
             break
-        tokens = np.flatnonzero(brute_force_mask(v, trans, acc, s))
-        tokens = tokens[~np.isin(tokens, v.stop_ids)]
-        if rng.random() < 0.25 or tokens.size == 0:
+        ends = brute_force_walk(v, trans, s)
+        ok = ends >= 0
+        onward = ok & has_exit[np.maximum(ends, 0)]
+        tokens = v.by_len_ids[onward if onward.any() else ok]
+        if rng.random() < 1 / 3 or tokens.size == 0:
             lead = live[live >= 0xC2]
             b = int(rng.choice(lead if lead.size and rng.random() < 0.7 else live))
             assert m.accept_string(bytes([b])), (buf, b)
@@ -243,8 +255,8 @@ def random_walk(compiled, v: Vocab, rng, steps: int):
 def pick_states(walked, rng, run_slow: bool):
     """States to check and, per state, whether the oracle (b) runs on it.
 
-    Default: the start, one state inside a character, one text state; the
-    oracle on the two text states. ``--run-slow``: every walked state, the
+    Default: the start, one state inside a character, the last text state;
+    the oracle on the two text states. ``--run-slow``: every walked state, the
     oracle on up to ``SLOW_ORACLE_STATES`` text states (all tokens)."""
     if run_slow:
         text = [i for i, (buf, _) in enumerate(walked) if _decodes(buf)]
@@ -253,9 +265,10 @@ def pick_states(walked, rng, run_slow: bool):
     picked = [(*walked[0], True)]
     mid = [w for w in walked[1:] if not _decodes(w[0])]
     whole = [w for w in walked[1:] if _decodes(w[0])]
-    for group in (mid, whole):
-        if group:
-            picked.append((*group[int(rng.integers(len(group)))], group is whole))
+    if mid:
+        picked.append((*mid[int(rng.integers(len(mid)))], False))
+    if whole:
+        picked.append((*whole[-1], True))
     return picked
 
 

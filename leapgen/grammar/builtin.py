@@ -2,7 +2,7 @@
 
 JSON_GBNF = r"""
 # Any JSON value (RFC 8259), nested to any depth.
-# Whitespace runs are bounded (20 characters), so a model cannot loop on whitespace.
+# Whitespace runs are bounded (64 characters: json.dumps(indent=2) nests 30 deep), so a model cannot loop on whitespace.
 root    ::= value
 value   ::= object | array | string | number | "true" | "false" | "null"
 object  ::= "{" ws ( member ( "," ws member )* )? "}"
@@ -12,5 +12,5 @@ string  ::= "\"" char* "\""
 char    ::= [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" hex hex hex hex )
 hex     ::= [0-9a-fA-F]
 number  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
-ws      ::= [ \t\n\r]{0,20}
+ws      ::= [ \t\n\r]{0,64}
 """

@@ -21,9 +21,9 @@ Where the two engines differ, only what both mean the same is compared:
 
 - Builtin JSON grammars: xgrammar's root is an object or an array with
   unbounded whitespace; leapgen's is any JSON value with whitespace runs of at
-  most 20. They are compared on object/array documents with short whitespace
+  most 64. They are compared on object/array documents with short whitespace
   runs; :func:`test_bounded_whitespace_forces_the_colon` pins the one visible
-  consequence of the bound (after 20 spaces leapgen forces the ``:``).
+  consequence of the bound (after 64 spaces leapgen forces the ``:``).
 - xgrammar 0.2.9 bug, avoided here with ``cache_enabled=False``: with its
   compile cache on, ``compile_grammar(Grammar.from_ebnf(text))`` recompiles the
   printed grammar, which writes ``"éb"`` as ``"\\xe9b"``, read back as U+0E9B:
@@ -201,11 +201,11 @@ def test_builtin_json_grammars_agree_where_their_semantics_agree(engines):
 
 
 def test_bounded_whitespace_forces_the_colon(engines):
-    """The documented difference: leapgen's builtin JSON bounds whitespace runs (20), so after
-    a key and 20 spaces only ':' may follow; xgrammar's builtin (unbounded) forces nothing.
+    """The documented difference: leapgen's builtin JSON bounds whitespace runs (64), so after
+    a key and 64 spaces only ':' may follow; xgrammar's builtin (unbounded) forces nothing.
     Compiled from the same text, xgrammar agrees with leapgen: the grammar differs, not the engine."""
     _, xc, lc = engines
-    prefix = '{"a"' + " " * 20
+    prefix = '{"a"' + " " * 64
     lm = GrammarMatcher(lc.compile_builtin_json_grammar())
     assert lm.accept_string(prefix)
     assert lm.find_jump_forward_string() == ":"

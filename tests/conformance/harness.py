@@ -121,7 +121,8 @@ def run_test_suite(compiler=None) -> dict:
 
 def bench_sample(subset: str, per_subset: int | None, seed: int = 0) -> list[dict]:
     """The schemas of a JSONSchemaBench subset that have instances (a seeded sample, or all)."""
-    rows = [json.loads(line) for line in (BENCH_DIR / "tests" / f"{subset}.jsonl").read_text().splitlines() if line]
+    rows = [json.loads(line) for line in (BENCH_DIR / "tests" / f"{subset}.jsonl").read_text(encoding="utf-8").split("\n")
+            if line.strip()]  # not splitlines(): data holds U+2028
     rows = [r for r in rows if r["tests"]]
     if per_subset is not None and per_subset < len(rows):
         rows = random.Random(f"{seed}-{subset}").sample(rows, per_subset)

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from leapgen.engine import SamplingParams
-from leapgen.engine import llm_engine as llm_engine_module
 from leapgen.engine.jump_forward import common_prefix_length
 from leapgen.engine.model_runner import ModelRunner
 from leapgen.engine.prompt import build_prompt_ids
