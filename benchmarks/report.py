@@ -170,7 +170,7 @@ def failures(results: dict, grammars: list, limit: int = 8) -> str:
         counts: dict[str, int] = {}
         for r in res["grammars"].values():
             if "error" in r:
-                key = r["error"].split(" (at ")[0][:120]
+                key = " ".join(r["error"].split(" (at ")[0].split())[:120]
                 counts[key] = counts.get(key, 0) + 1
         if counts:
             out.append(f"- **{b}**: " + "; ".join(f"{n}x {msg}" for msg, n in

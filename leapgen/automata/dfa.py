@@ -14,12 +14,12 @@
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from leapgen.automata.limits import check_deadline
+from leapgen.automata.minimize_kernel import minimize_blocks
 from leapgen.errors import CompileLimitError
 from leapgen.grammar import ir
 
@@ -261,92 +261,29 @@ def column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def minimize(dfa: Dfa) -> Dfa:
-    """Trim, then minimize with Hopcroft's algorithm; states renumbered in BFS
-    order from the start (start = 0). Does not mutate ``dfa``."""
+    """Trim, then minimize (Valmari and Lehtinen's partition refinement, see
+    :mod:`leapgen.automata.minimize_kernel`); the start state becomes 0.
+    Does not mutate ``dfa``."""
     dfa = trim(dfa)
     n = dfa.n_states
     if n == 0:
         return dfa
-    byte_class, table = column_classes(dfa.trans)  # table: (n, k), class-level
-    k = table.shape[1]
-    dead = n
-    tbl = np.where(table >= 0, table, dead)
-    tbl = np.vstack([tbl, np.full((1, k), dead, tbl.dtype)])
-    # inverse transitions per class: inv[c][t] = sources
-    inv: list[list[list[int]]] = []
-    for c in range(k):
-        col = tbl[:, c]
-        order = np.argsort(col, kind="stable")
-        bounds = np.searchsorted(col[order], np.arange(n + 2))
-        order_l = order.tolist()
-        b = bounds.tolist()
-        inv.append([order_l[b[t]:b[t + 1]] for t in range(n + 1)])
-    acc = np.append(dfa.accepting, False)
-    block_of = [0] * (n + 1)
-    blocks: list[set[int]] = []
-    for members in (np.flatnonzero(acc).tolist(), np.flatnonzero(~acc).tolist()):
-        if members:
-            for q in members:
-                block_of[q] = len(blocks)
-            blocks.append(set(members))
-    work: deque = deque()
-    in_work: set = set()
-    smallest = min(range(len(blocks)), key=lambda i: len(blocks[i]))
-    for c in range(k):
-        work.append((smallest, c))
-        in_work.add((smallest, c))
-    steps = 0
-    while work:
-        steps += 1
-        if not steps & 1023:
-            check_deadline("minimization")
-        b, c = work.popleft()
-        in_work.discard((b, c))
-        inv_c = inv[c]
-        touched: dict[int, list[int]] = {}
-        for t in list(blocks[b]):
-            for q in inv_c[t]:
-                touched.setdefault(block_of[q], []).append(q)
-        for y, qs in touched.items():
-            if len(qs) == len(blocks[y]):
-                continue
-            new = set(qs)
-            blocks[y] -= new
-            nb = len(blocks)
-            blocks.append(new)
-            for q in new:
-                block_of[q] = nb
-            small = nb if len(new) <= len(blocks[y]) else y
-            for c2 in range(k):
-                if (y, c2) in in_work:
-                    work.append((nb, c2))
-                    in_work.add((nb, c2))
-                else:
-                    work.append((small, c2))
-                    in_work.add((small, c2))
-    block_arr = np.array(block_of, np.int64)
-    dead_block = block_of[dead]
-    # BFS renumbering from the start block.
-    rep = {}
-    for q in range(n):
-        rep.setdefault(block_of[q], q)
-    order = [block_of[dfa.start]]
-    index = {order[0]: 0}
-    i = 0
-    while i < len(order):
-        q = rep[order[i]]
-        for t in block_arr[tbl[q]].tolist():
-            if t != dead_block and t not in index:
-                index[t] = len(order)
-                order.append(t)
-        i += 1
-    m = len(order)
-    remap = np.full(len(blocks), -1, np.int32)
-    for blk, idx in index.items():
-        remap[blk] = idx
-    reps = np.array([rep[blk] for blk in order])
-    new_table = remap[block_arr[tbl[reps]]]
-    return Dfa(np.ascontiguousarray(new_table[:, byte_class]), acc[reps].copy(), 0)
+    symbol_class, table = column_classes(dfa.trans)  # table: (n, k), class-level
+    src, lab = np.nonzero(table >= 0)
+    dst = table[src, lab]
+    blocks = minimize_blocks(n, src.astype(np.int64), lab.astype(np.int64), dst.astype(np.int64),
+                             np.ascontiguousarray(dfa.accepting))
+    n_blocks = int(blocks.max()) + 1
+    # renumber so the start's block is 0
+    perm = np.arange(n_blocks)
+    start_block = int(blocks[dfa.start])
+    perm[[0, start_block]] = perm[[start_block, 0]]
+    blocks = perm[blocks]
+    rep = np.empty(n_blocks, np.int64)
+    rep[blocks[::-1]] = np.arange(n)[::-1]
+    new_table = np.full((n_blocks, table.shape[1]), -1, np.int32)
+    new_table[blocks[src], lab] = blocks[dst]
+    return Dfa(np.ascontiguousarray(new_table[:, symbol_class]), dfa.accepting[rep].copy(), 0)
 
 
 def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_STATES) -> Dfa:
