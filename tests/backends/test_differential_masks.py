@@ -35,7 +35,8 @@ llg-json    llguidance    In strings it forbids ``\\/``, ``\\uXXXX`` escapes of
                           By design (``json_allowed_escapes``,
                           ``json_allow_general_unicode_escapes``).
 whitespace  xgrammar,     The builtin JSON grammar: leapgen bounds whitespace
-            llguidance    runs (20), the peers do not. By design, both sides.
+            llguidance    runs (``leapgen.grammar.builtin``), the peers do not.
+                          By design, both sides.
 json-root   xgrammar      Its builtin JSON grammar starts with an object or an
                           array only; RFC 8259 (leapgen, llguidance) allows any
                           value. By design.
@@ -48,6 +49,7 @@ padding     xgrammar      With every token allowed it sets the bits of ids past
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -174,8 +176,11 @@ def test_difference_evidence(backend_named, encode):
         state = llg.new_state(llg.compile_json_schema(person, any_whitespace=False))
         allowed = set(mask_of(llg, state).tolist())
         assert encode('{"')[0] in allowed and encode("{")[0] not in allowed
-    # whitespace: a 30-space run is valid JSON; leapgen's builtin grammar bounds runs to 20.
-    text = "[" + " " * 30 + "1]"
+    # whitespace: a long run is valid JSON; leapgen's builtin grammar bounds runs.
+    from leapgen.grammar.builtin import JSON_GBNF
+
+    bound = int(re.search(r"ws\s*::=.*\{0,(\d+)\}", JSON_GBNF).group(1))
+    text = "[" + " " * (bound + 10) + "1]"
     assert json.loads(text) == [1] and not _accepts(mine, mine.compile_builtin_json(), text)
     for peer in PEERS:
         backend = backend_named(peer)

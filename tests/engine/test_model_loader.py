@@ -73,7 +73,7 @@ def test_load_a_local_folder(loaded_model):
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_first_load_converts_then_reuses(tmp_path):
+def test_first_load_converts_then_reuses(loaded_model, tmp_path):  # loaded_model: skips without the package
     first = load_model("default", cache_dir=tmp_path)
     assert first.converted
     second = load_model("default", cache_dir=tmp_path)
