@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent("""
     cases = [  # (logits shape, bitmask rows, words, indices)
         ((3, 70), 3, 3, None),                # vocab not a multiple of 32
         ((2, 100), 2, 3, None),               # logits wider than 32 * W: the tail is masked
-        ((4, 2100), 2, 66, [3, 1]),           # bitmask row i for logits row indices[i]; several blocks
+        ((4, 2100), 4, 66, [3, 1]),           # bitmask row indices[i] for logits row indices[i]; several blocks
         ((4, 64), 4, 2, [2, 0]),              # bitmask row indices[i]
         ((50,), 1, 2, None),                  # 1-D logits and bitmask row
     ]

@@ -72,8 +72,8 @@ def apply_token_bitmask_inplace(logits, bitmask, *, indices=None) -> None:
     bitmask : torch.Tensor
         int32, shape ``(batch_b, W)`` or ``(W,)``.
     indices : sequence of int, optional
-        Rows of ``logits`` to mask, row ``indices[i]`` with bitmask row ``i``
-        when ``batch_b == len(indices)``, else with bitmask row ``indices[i]``.
+        Rows to mask: logits row ``indices[i]`` with bitmask row ``indices[i]``
+        (xgrammar's convention). Default: every row.
         Default: every row, bitmask row ``i`` for logits row ``i``.
 
     Raises
@@ -107,8 +107,9 @@ def apply_token_bitmask_inplace(logits, bitmask, *, indices=None) -> None:
         allowed = bitmask_to_bool(bm, lg.shape[-1])
     else:
         rows = torch.as_tensor(list(indices), dtype=torch.long, device=lg.device)
-        src = bm if bm.shape[0] == rows.numel() else bm[rows]
-        allowed = bitmask_to_bool(src, lg.shape[-1])
+        if rows.numel() and (int(rows.max()) >= min(lg.shape[0], bm.shape[0]) or int(rows.min()) < 0):
+            raise ValueError(f"indices outside the logits ({lg.shape[0]}) or bitmask ({bm.shape[0]}) rows")
+        allowed = bitmask_to_bool(bm[rows], lg.shape[-1])
     if rows is None:
         lg.masked_fill_(~allowed, float("-inf"))
     else:

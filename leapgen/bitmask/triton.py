@@ -77,8 +77,7 @@ def apply_token_bitmask_inplace_triton(logits, bitmask, *, indices=None) -> None
             raise ValueError(f"bitmask has {bm.shape[0]} rows, logits {lg.shape[0]}")
         logit_rows = mask_rows = list(range(lg.shape[0]))
     else:
-        logit_rows = [int(i) for i in indices]
-        mask_rows = list(range(len(logit_rows))) if bm.shape[0] == len(logit_rows) else logit_rows
+        logit_rows = mask_rows = [int(i) for i in indices]
     if any(not 0 <= r < lg.shape[0] for r in logit_rows) or any(not 0 <= r < bm.shape[0] for r in mask_rows):
         raise ValueError(f"row indices outside the logits ({lg.shape[0]}) or bitmask ({bm.shape[0]}) rows")
     if not logit_rows:

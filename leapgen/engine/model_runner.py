@@ -1,31 +1,37 @@
-"""Run the model forward over new tokens of one sequence, with a KV cache.
+"""Run the model forward over the new tokens of several sequences at once.
 
-One responsibility: ``forward(cache, token_ids) -> next-token logits``. A
-prefill, a one-token decode and a jump-forward *extend* (k tokens appended to a
-cropped cache) are all the same call: the tokens given are appended after what
-the cache already holds, in one forward pass.
+One responsibility: ``batch_forward(caches, token_lists) -> next-token logits``
+for a batch whose sequences each bring any number of new tokens (a prefill, a
+one-token decode, a jump-forward *extend* of k tokens after a crop), in ONE
+forward pass.
 
-The KV cache is a transformers ``DynamicCache`` owned by the request (see
-:class:`leapgen.engine.request.Request`), so the runner itself holds no
-per-sequence state; only counters. Batched forward over many caches comes with
-continuous batching.
+How: the new tokens of all sequences are packed into one row of ``N`` tokens
+(no padding, as vLLM's varlen batches). Embeddings, projections, MLPs and
+norms, where nearly all the FLOPs are, run once over the ``(N, hidden)``
+block; only attention is per sequence, each against its own
+:class:`~leapgen.engine.kv_cache.KvCache` (a causal mask offset by what the
+cache already holds). The layers' own modules (``q_proj``, ``mlp``,
+``input_layernorm``, ``rotary_emb``, ...) of the Hugging Face model are called,
+so the weights and their numerics are the model's; the code covers the Llama
+family layout (Llama, SmolLM2, Mistral, Qwen2/3).
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Sequence
 
 import torch
+import torch.nn.functional as F
 
 
 class ModelRunner:
-    """Forward passes of a Hugging Face causal LM over a KV cache.
+    """Batched forward passes of a Llama-family Hugging Face causal LM.
 
     Parameters
     ----------
     model : transformers.PreTrainedModel
-        A causal LM in eval mode. Not mutated.
+        A causal LM in eval mode with the Llama layout (``model.model.layers``
+        of ``self_attn.{q,k,v,o}_proj``, ``mlp``, two RMSNorms). Not mutated.
 
     Attributes
     ----------
@@ -34,21 +40,31 @@ class ModelRunner:
     num_tokens_fed : int
         Tokens fed to the model so far (prefill, decode and extend together).
     last_num_tokens : int
-        Tokens fed by the most recent forward pass.
+        Tokens fed by the most recent forward pass (all sequences).
     vocab_size : int
         Width of the model's logits (``config.vocab_size``); may exceed the
         tokenizer's vocabulary (padding rows).
+
+    Raises
+    ------
+    ValueError
+        If the model does not have the Llama layout.
     """
 
     def __init__(self, model: Any):
         self.model = model
-        self.vocab_size = int(model.config.vocab_size)
+        cfg = model.config
+        base = getattr(model, "model", None)
+        if base is None or not hasattr(base, "layers") or not hasattr(base, "rotary_emb"):
+            raise ValueError(f"unsupported model layout ({type(model).__name__}); expected the Llama family")
+        self._base = base
+        self.vocab_size = int(cfg.vocab_size)
         self.device = next(model.parameters()).device
-        params = inspect.signature(model.forward).parameters
-        # transformers >= 5.x names the argument ``cache``; older ones
-        # ``past_key_values`` (still accepted, with a FutureWarning).
-        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
-        self._has_logits_to_keep = "logits_to_keep" in params
+        self.dtype = next(model.parameters()).dtype
+        self.num_layers = int(cfg.num_hidden_layers)
+        self.num_heads = int(cfg.num_attention_heads)
+        self.num_kv_heads = int(getattr(cfg, "num_key_value_heads", None) or self.num_heads)
+        self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // self.num_heads)
         self.num_forwards = 0
         self.num_tokens_fed = 0
         self.last_num_tokens = 0
@@ -58,78 +74,125 @@ class ModelRunner:
 
         Returns
         -------
-        transformers.DynamicCache
+        leapgen.engine.kv_cache.KvCache
         """
-        from transformers import DynamicCache
+        from leapgen.engine.kv_cache import KvCache
 
-        try:
-            return DynamicCache(config=self.model.config)
-        except TypeError:  # transformers < 4.56 takes no config
-            return DynamicCache()
+        return KvCache(self.num_layers, self.num_kv_heads, self.head_dim, dtype=self.dtype, device=self.device)
 
     @staticmethod
     def cache_length(cache: Any) -> int:
         """Number of tokens whose keys/values ``cache`` holds."""
-        return int(cache.get_seq_length())
+        return int(cache.length)
 
     @staticmethod
     def crop(cache: Any, length: int) -> None:
-        """Drop the KV entries of every token at position >= ``length``.
-
-        Parameters
-        ----------
-        cache : transformers.DynamicCache
-            Mutated in place.
-        length : int
-            Tokens to keep, ``0 <= length``; a length >= the current one is a
-            no-op.
+        """Drop the KV entries of every token at position >= ``length``
+        (mutates ``cache``; see :meth:`KvCache.crop`).
 
         Raises
         ------
         ValueError
             If ``length`` < 0.
         """
-        if length < 0:
-            raise ValueError(f"cannot crop a KV cache to {length} tokens")
-        remove = int(cache.get_seq_length()) - length
-        if remove > 0:
-            # A negative argument removes that many tokens in every
-            # transformers version (5.x accepts only that form).
-            cache.crop(-remove)
+        cache.crop(length)
 
-    @torch.no_grad()
     def forward(self, cache: Any, token_ids: Sequence[int]) -> torch.Tensor:
-        """Append ``token_ids`` to the sequence in ``cache`` in one forward
-        pass and return the logits for the token after the last one.
-
-        Parameters
-        ----------
-        cache : transformers.DynamicCache
-            The sequence's KV cache; mutated (the new tokens' keys/values are
-            appended).
-        token_ids : sequence of int
-            At least one token id.
+        """:meth:`batch_forward` of one sequence.
 
         Returns
         -------
         torch.Tensor
-            float32, shape ``(vocab_size,)``: logits of the next token. A fresh
-            tensor the caller may modify in place.
+            float32, shape ``(vocab_size,)``: logits of the next token.
+        """
+        return self.batch_forward([cache], [token_ids])[0]
+
+    @torch.no_grad()
+    def batch_forward(self, caches: Sequence[Any], token_lists: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Append each sequence's new tokens to its cache in one forward pass
+        and return the logits of the token after each sequence's last one.
+
+        Parameters
+        ----------
+        caches : sequence of KvCache
+            One per sequence, distinct; each mutated (the new tokens'
+            keys/values appended after ``cache.length``).
+        token_lists : sequence of sequence of int
+            The new tokens of each sequence, at least one each.
+
+        Returns
+        -------
+        torch.Tensor
+            float32, shape ``(batch, vocab_size)``: a fresh tensor the caller
+            may modify in place.
 
         Raises
         ------
         ValueError
-            If ``token_ids`` is empty.
+            If the lengths differ, the batch is empty, or a sequence brings no
+            token.
         """
-        n = len(token_ids)
-        if n == 0:
-            raise ValueError("forward needs at least one token")
-        input_ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self.device)  # (1, n)
-        kwargs = {self._cache_kwarg: cache, "use_cache": True}
-        if self._has_logits_to_keep:
-            kwargs["logits_to_keep"] = 1
-        out = self.model(input_ids=input_ids, **kwargs)
+        if len(caches) != len(token_lists) or not caches:
+            raise ValueError("batch_forward needs as many caches as token lists, at least one")
+        counts = [len(t) for t in token_lists]
+        if min(counts) == 0:
+            raise ValueError("forward needs at least one token per sequence")
+        starts = [c.length for c in caches]
+        for cache, n in zip(caches, counts):
+            cache.reserve(n)
+        ids = torch.tensor([t for tl in token_lists for t in tl], dtype=torch.long, device=self.device)  # (N,)
+        positions = torch.cat([torch.arange(s, s + n) for s, n in zip(starts, counts)]).to(self.device)  # (N,)
+        h = self._base.embed_tokens(ids)[None]  # (1, N, D)
+        cos, sin = self._base.rotary_emb(h, positions[None])
+        masks = [self._causal_mask(s, n) for s, n in zip(starts, counts)]
+        for layer_index, layer in enumerate(self._base.layers):
+            h = h + self._attention(layer, layer_index, h, cos, sin, caches, starts, counts, masks)
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        for cache, n in zip(caches, counts):
+            cache.length += n
+        last = torch.tensor(counts).cumsum(0) - 1  # (B,) index of each sequence's last token
+        logits = self.model.lm_head(self._base.norm(h[0, last]))  # (B, V)
+        total = sum(counts)
         self.num_forwards += 1
-        self.num_tokens_fed += n
-        self.last_num_tokens = n
-        return out.logits[0, -1].float().clone()  # (V,)
+        self.num_tokens_fed += total
+        self.last_num_tokens = total
+        return logits.float().clone()
+
+    def _causal_mask(self, start: int, n: int) -> torch.Tensor | None:
+        """bool ``(n, start + n)``: new token i sees positions <= start + i;
+        None for one token (it sees everything)."""
+        if n == 1:
+            return None
+        cols = torch.arange(start + n, device=self.device)
+        rows = torch.arange(n, device=self.device)[:, None] + start
+        return cols[None, :] <= rows
+
+    def _attention(self, layer: Any, index: int, h: torch.Tensor, cos, sin, caches, starts, counts,
+                   masks) -> torch.Tensor:
+        """The attention block's output ``(1, N, D)`` (residual not added);
+        writes the new keys/values into each cache at layer ``index``."""
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        attn = layer.self_attn
+        x = layer.input_layernorm(h)
+        n_tok = x.shape[1]
+        q = attn.q_proj(x).view(1, n_tok, self.num_heads, self.head_dim)
+        k = attn.k_proj(x).view(1, n_tok, self.num_kv_heads, self.head_dim)
+        v = attn.v_proj(x).view(1, n_tok, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        if getattr(attn, "q_norm", None) is not None:  # Qwen3
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)  # (1, H|Hkv, N, hd)
+        outs = []
+        offset = 0
+        for cache, start, n, mask in zip(caches, starts, counts, masks):
+            cache.keys[index, :, start : start + n] = k[0, :, offset : offset + n]
+            cache.values[index, :, start : start + n] = v[0, :, offset : offset + n]
+            keys = cache.keys[index, :, : start + n][None]  # (1, Hkv, T, hd)
+            values = cache.values[index, :, : start + n][None]
+            outs.append(F.scaled_dot_product_attention(
+                q[:, :, offset : offset + n], keys, values, attn_mask=mask,
+                enable_gqa=self.num_kv_heads != self.num_heads,
+            ))  # (1, H, n, hd)
+            offset += n
+        o = torch.cat(outs, dim=2).transpose(1, 2).reshape(1, n_tok, self.num_heads * self.head_dim)
+        return attn.o_proj(o)

@@ -134,10 +134,11 @@ class GrammarMatcher:
         Notes
         -----
         Mutates ``bitmask[index]`` only; the matcher's state is unchanged.
-        After termination only the stop tokens are allowed.
+        After termination nothing is allowed (an all-zero row): the request
+        is over and the engine must stop.
         """
         if self._terminated:
-            row, need_apply = self._with_stop(np.zeros_like(self.compiled_grammar.token_index.empty_words()), True), True
+            row, need_apply = self.compiled_grammar.token_index.empty_words().view(np.int32), True
         else:
             row, need_apply = self.compiled_grammar.bitmask_row(self._state)
             if self._custom_stop is not None:
