@@ -35,7 +35,17 @@ class SamplingParams:
         its JSON text).
     regex : str or None, default None
         Constrain the output to match this regex (ECMAScript dialect, the whole
-        output matches). At most one of ``json_schema`` and ``regex``.
+        output matches).
+    ebnf : str or None, default None
+        Constrain the output to this EBNF grammar (GBNF dialect, root rule
+        ``root``).
+    json_object : bool, default False
+        Constrain the output to any JSON value (the builtin JSON grammar;
+        OpenAI's ``response_format={"type": "json_object"}``). At most one of
+        ``json_schema``, ``regex``, ``ebnf`` and ``json_object``.
+    stop : tuple of str, default ()
+        Stop strings: the completion ends (``finish_reason="stop"``) at the
+        first one that appears in the output text, which is cut before it.
     jump_forward : bool, default True
         Append text the grammar forces without sampling it (see
         :mod:`leapgen.engine.jump_forward`).
@@ -46,6 +56,9 @@ class SamplingParams:
     json_indent : int or None, default None
         Pretty-print JSON with this indent (then ``json_separators`` is the
         item/key separators within lines, as in :func:`json.dumps`).
+    json_strict : bool, default True
+        An object schema without ``additionalProperties`` admits no other
+        properties (OpenAI's strict mode); False: the specification's meaning.
 
     Raises
     ------
@@ -72,10 +85,14 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] | None = None
     json_schema: dict | str | None = None
     regex: str | None = None
+    ebnf: str | None = None
+    json_object: bool = False
+    stop: tuple[str, ...] = ()
     jump_forward: bool = True
     json_any_whitespace: bool = False
     json_separators: tuple[str, str] = DEFAULT_JSON_SEPARATORS
     json_indent: int | None = None
+    json_strict: bool = True
 
     def __post_init__(self) -> None:
         _check_int("max_tokens", self.max_tokens, minimum=1)
@@ -103,8 +120,19 @@ class SamplingParams:
             raise ValueError(f"json_schema must be a dict or a JSON string, got {type(self.json_schema).__name__}")
         if self.regex is not None and not isinstance(self.regex, str):
             raise ValueError(f"regex must be a str, got {type(self.regex).__name__}")
-        if self.json_schema is not None and self.regex is not None:
-            raise ValueError("give at most one of json_schema and regex")
+        if self.ebnf is not None and not isinstance(self.ebnf, str):
+            raise ValueError(f"ebnf must be a str, got {type(self.ebnf).__name__}")
+        for name in ("json_object", "json_strict"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        given = [n for n in ("json_schema", "regex", "ebnf") if getattr(self, n) is not None]
+        given += ["json_object"] if self.json_object else []
+        if len(given) > 1:
+            raise ValueError(f"give at most one grammar (json_schema, regex, ebnf, json_object), got {given}")
+        stop = (self.stop,) if isinstance(self.stop, str) else self.stop
+        if not isinstance(stop, (tuple, list)) or not all(isinstance(x, str) and x for x in stop):
+            raise ValueError(f"stop must be a sequence of non-empty str, got {self.stop!r}")
+        object.__setattr__(self, "stop", tuple(stop))
         if not isinstance(self.jump_forward, bool):
             raise ValueError(f"jump_forward must be a bool, got {self.jump_forward!r}")
         if not isinstance(self.json_any_whitespace, bool):
@@ -127,8 +155,8 @@ class SamplingParams:
 
     @property
     def constrained(self) -> bool:
-        """True when a grammar (JSON Schema or regex) constrains the output."""
-        return self.json_schema is not None or self.regex is not None
+        """True when a grammar (JSON Schema, regex, EBNF, JSON) constrains the output."""
+        return self.json_schema is not None or self.regex is not None or self.ebnf is not None or self.json_object
 
 
 def _check_int(name: str, value: Any, *, minimum: int | None = None) -> None:
