@@ -7,7 +7,13 @@ Subcommands:
     stderr (tokens, jump-forward tokens and share, tokens/s, compile ms), so
     ``leapgen generate ... > out.json`` keeps the output clean.
 
-(``serve`` comes later.) Exit status: 0 on success, 1 when the model cannot
+``leapgen serve [--model default] [--grammar-backend leapgen] [--host 127.0.0.1] [--port 8000]
+[--max-running N] [--warmup DIR]``
+    Serve the OpenAI-compatible HTTP API (see :mod:`leapgen.server.app`);
+    needs the ``serve`` extra. Logs grammar compile times, jump-forward token
+    counts and the mask-cache hit rate per request.
+
+Exit status: 0 on success, 1 when the model cannot
 be loaded or the request fails, 2 on a usage error or a bad grammar.
 """
 
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Sequence
 
@@ -55,6 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--threads", type=int, default=None, metavar="N",
                      help="torch CPU threads (default: $LEAPGEN_NUM_THREADS, else the idle CPUs)")
     gen.set_defaults(handler=_cmd_generate)
+
+    srv = sub.add_parser("serve", help="serve the OpenAI-compatible HTTP API",
+                         description="Serve /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics.")
+    srv.add_argument("--model", default="default",
+                     help="'default' (embedded SmolLM2-135M-Instruct) or a local Hugging Face folder")
+    srv.add_argument("--grammar-backend", default="leapgen", choices=["leapgen"],
+                     help="grammar engine of the server (only leapgen for now)")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--max-running", type=int, default=16, metavar="N", help="most requests decoding together")
+    srv.add_argument("--kv-token-budget", type=int, default=65536, metavar="N",
+                     help="most KV tokens reserved by running requests (prompt + max_tokens each)")
+    srv.add_argument("--warmup", metavar="DIR", help="compile every *.json JSON Schema in DIR before serving")
+    srv.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
+    srv.set_defaults(handler=_cmd_serve)
     return parser
 
 
@@ -136,6 +158,29 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         f"finish {out.finish_reason}, model load {llm.load_s:.1f} s",
         file=sys.stderr,
     )
+    return EXIT_OK
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    if args.max_running < 1 or args.kv_token_budget < 1:
+        return _error("--max-running and --kv-token-budget must be >= 1", EXIT_USAGE)
+    if args.warmup is not None and not os.path.isdir(args.warmup):
+        return _error(f"--warmup: {args.warmup} is not a folder", EXIT_USAGE)
+    try:
+        from leapgen.server.app import serve
+    except ImportError as exc:
+        return _error(f"the server needs its extra: pip install 'leapgen[serve]' ({exc})", EXIT_FAILURE)
+    from leapgen.engine import ModelLoadError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    _quiet_transformers()
+    try:
+        serve(model=args.model, host=args.host, port=args.port, max_running=args.max_running,
+              kv_token_budget=args.kv_token_budget, warmup_dir=args.warmup, num_threads=args.threads)
+    except ModelLoadError as exc:
+        return _error(str(exc), EXIT_FAILURE)
     return EXIT_OK
 
 

@@ -110,13 +110,18 @@ def load_encoder(family: str) -> Callable[[str], list[int]]:
     """``encode(text) -> ids`` without special tokens, for retokenizing in tests.
 
     HF families use their tokenizer, cl100k/o200k a ``tiktoken.Encoding``;
-    skips for "mistral" (SentencePiece's encoder needs the sentencepiece package).
+    "mistral" the sentencepiece package over the shipped model file.
     """
     if family in HF_FAMILIES:
         tok = load_hf_tokenizer(family)
         return functools.partial(tok.encode, add_special_tokens=False)
-    if family not in ("cl100k", "o200k"):
-        pytest.skip(f"no encoder for {family!r} without the sentencepiece package")
+    if family == "mistral":
+        _require("sentencepiece", "pip install sentencepiece")
+        import sentencepiece
+
+        sp = sentencepiece.SentencePieceProcessor(
+            model_file=str(package_dir("mistral") / "data" / "tokenizer.model.v1"))
+        return sp.encode
     _require("tiktoken", "pip install tiktoken")
     import tiktoken
 

@@ -61,15 +61,12 @@ def bitmask_row_pointer(bitmask, index: int) -> tuple[int, int]:
     return pointer + 4 * words * index, 4 * words
 
 
-def fill_stop_tokens_only(bitmask, index: int, stop_ids) -> None:
-    """Write a row allowing only ``stop_ids`` (a terminated state's mask).
+def fill_empty_row(bitmask, index: int) -> None:
+    """Write an all-zero row: a terminated state allows nothing (leapgen's convention).
 
     Mutates ``bitmask[index]`` (numpy array or CPU tensor, int32).
     """
-    row = np.asarray(bitmask[index]).view(np.uint32)
-    row[:] = 0
-    for t in stop_ids:
-        row[t >> 5] |= np.uint32(1 << (t & 31))
+    np.asarray(bitmask[index])[:] = 0
 
 
 class GrammarState(ABC):
@@ -105,7 +102,8 @@ class GrammarState(ABC):
         bool
             need_apply: False when every token is allowed.
 
-        Mutates ``bitmask[index]`` only.
+        Mutates ``bitmask[index]`` only. After a stop token the row is all
+        zero in every backend (the request is over).
         """
 
     @abstractmethod

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from leapgen.backends.base import GrammarBackend, GrammarState, bitmask_row_pointer
+from leapgen.backends.base import GrammarBackend, GrammarState, bitmask_row_pointer, fill_empty_row
 from leapgen.errors import GrammarError, SchemaError
 from leapgen.vocab import TokenizerInfo
 
@@ -47,7 +47,10 @@ class LlguidanceState(GrammarState):
         self._history: list[tuple[int, bool]] = []
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
-        self.matcher.unsafe_compute_mask_ptr(*bitmask_row_pointer(bitmask, index))
+        if self._terminated:  # llguidance would allow the stop tokens; leapgen allows nothing
+            fill_empty_row(bitmask, index)
+        else:
+            self.matcher.unsafe_compute_mask_ptr(*bitmask_row_pointer(bitmask, index))
         return True
 
     def accept_token(self, token_id: int) -> bool:

@@ -16,7 +16,7 @@ import copy
 import json
 from typing import Any
 
-from leapgen.backends.base import GrammarBackend, GrammarState, bitmask_row_pointer, fill_stop_tokens_only
+from leapgen.backends.base import GrammarBackend, GrammarState, bitmask_row_pointer, fill_empty_row
 from leapgen.errors import GrammarError, SchemaError
 from leapgen.vocab import TokenizerInfo
 
@@ -40,7 +40,7 @@ class OutlinesCoreState(GrammarState):
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
         if self.is_terminated():
-            fill_stop_tokens_only(bitmask, index, (self._stop_id,))
+            fill_empty_row(bitmask, index)
         else:
             pointer, nbytes = bitmask_row_pointer(bitmask, index)
             self.guide.write_mask_into(pointer, nbytes // 4, 4)

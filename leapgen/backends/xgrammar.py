@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, Sequence
 
-from leapgen.backends.base import GrammarBackend, GrammarState, fill_stop_tokens_only
+from leapgen.backends.base import GrammarBackend, GrammarState, fill_empty_row
 from leapgen.errors import GrammarError, SchemaError
 from leapgen.vocab import TokenizerInfo
 
@@ -20,13 +20,12 @@ from leapgen.vocab import TokenizerInfo
 class XgrammarState(GrammarState):
     """An ``xgrammar.GrammarMatcher`` as a :class:`GrammarState`."""
 
-    def __init__(self, matcher, stop_ids):
+    def __init__(self, matcher):
         self.matcher = matcher
-        self._stop_ids = stop_ids
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
-        if self.matcher.is_terminated():  # xgrammar raises here; leapgen allows the stop tokens
-            fill_stop_tokens_only(bitmask, index, self._stop_ids)
+        if self.matcher.is_terminated():  # xgrammar raises here; leapgen allows nothing
+            fill_empty_row(bitmask, index)
             return True
         return self.matcher.fill_next_token_bitmask(bitmask, index)
 
@@ -52,7 +51,7 @@ class XgrammarState(GrammarState):
         return self.matcher.find_jump_forward_string()
 
     def fork(self) -> "XgrammarState":
-        return XgrammarState(self.matcher.fork(), self._stop_ids)
+        return XgrammarState(self.matcher.fork())
 
 
 class XgrammarBackend(GrammarBackend):
@@ -110,7 +109,7 @@ class XgrammarBackend(GrammarBackend):
         return self._compile(GrammarError, self.compiler.compile_builtin_json_grammar)
 
     def new_state(self, compiled) -> XgrammarState:
-        return XgrammarState(self._xgr.GrammarMatcher(compiled), self.tokenizer_info.stop_token_ids)
+        return XgrammarState(self._xgr.GrammarMatcher(compiled))
 
     def batch_fill_next_token_bitmask(self, states: Sequence[GrammarState], bitmask,
                                       indices: Sequence[int] | None = None) -> None:

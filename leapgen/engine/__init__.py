@@ -1,7 +1,8 @@
-"""The generation engine: model loading, the decoding loop with grammar
+"""The generation engine: model loading, continuous batching with grammar
 masks, and jump-forward.
 
-Public API: :class:`LLM`, :class:`SamplingParams`, :class:`RequestOutput`,
+Public API: :class:`LLM` (continuous batching), :class:`AsyncLLM` (the engine
+loop in a thread, for servers), :class:`SamplingParams`, :class:`RequestOutput`,
 :class:`FinishReason`, :func:`load_model`. Names are imported on first use, so
 ``leapgen.engine.sampling_params`` (or the CLI's argument checks) does not
 pull in torch and transformers.
@@ -13,6 +14,9 @@ import importlib
 
 _EXPORTS = {
     "LLM": "leapgen.engine.llm_engine",
+    "AsyncLLM": "leapgen.engine.async_llm",
+    "Scheduler": "leapgen.engine.scheduler",
+    "EngineStats": "leapgen.engine.stats",
     "SamplingParams": "leapgen.engine.sampling_params",
     "RequestOutput": "leapgen.engine.request",
     "FinishReason": "leapgen.engine.request",

@@ -4,17 +4,26 @@ create its matcher.
 One responsibility. The tokenizer's :class:`TokenizerInfo` and the
 :class:`GrammarCompiler` (which caches compiled grammars) are built once per
 model, on the first constrained request, so unconstrained use never pays for
-them. Later this grows async compiles and batched mask fills.
+them. Compiles run on the compiler's thread pool (:meth:`compile_async`), so a
+request's compile overlaps other requests' steps and its own prefill; the
+bitmask rows of a batch are filled on a worker thread
+(:meth:`batch_fill_async`) while the model runs its forward pass (torch and
+numpy release the GIL for most of their work).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
-from typing import Any, Iterable
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Iterable, Sequence
 
 from leapgen.engine.sampling_params import SamplingParams
 from leapgen.errors import SchemaError
+
+_MAX_SEEN = 256
 
 
 class GrammarManager:
@@ -36,6 +45,11 @@ class GrammarManager:
         self.stop_token_ids = frozenset(stop_token_ids)
         self._compiler = None
         self.tokenizer_info = None
+        self._fill_pool: ThreadPoolExecutor | None = None
+        self._compile_pool: ThreadPoolExecutor | None = None
+        #: Recently compiled grammars (their mask-cache counters feed the metrics).
+        self.compiled_seen: OrderedDict[int, Any] = OrderedDict()
+        self._seen_lock = threading.Lock()
 
     @property
     def compiler(self) -> Any:
@@ -74,6 +88,10 @@ class GrammarManager:
             from leapgen.grammar.regex import parse_regex
 
             parse_regex(params.regex)
+        elif params.ebnf is not None:
+            from leapgen.grammar.ebnf import parse_ebnf
+
+            parse_ebnf(params.ebnf)
 
     def compile(self, params: SamplingParams) -> tuple[Any, float]:
         """Compile the grammar of ``params``.
@@ -100,18 +118,83 @@ class GrammarManager:
         """
         compiler = self.compiler  # per-model setup, not counted as compile time
         start = time.perf_counter()
-        if params.json_schema is not None:
-            compiled = compiler.compile_json_schema(
-                _parse_schema(params.json_schema),
-                any_whitespace=params.json_any_whitespace,
-                indent=params.json_indent,
-                separators=params.json_separators,
-            )
-        elif params.regex is not None:
-            compiled = compiler.compile_regex(params.regex)
-        else:
-            raise ValueError("these SamplingParams have no grammar")
+        kind, args, kwargs = self._compile_call(params)
+        compiled = getattr(compiler, kind)(*args, **kwargs)
+        with self._seen_lock:
+            self.compiled_seen[id(compiled)] = compiled
+            self.compiled_seen.move_to_end(id(compiled))
+            while len(self.compiled_seen) > _MAX_SEEN:
+                self.compiled_seen.popitem(last=False)
         return compiled, (time.perf_counter() - start) * 1000.0
+
+    def compile_async(self, params: SamplingParams) -> Future:
+        """:meth:`compile` on the manager's compile thread (starts at once).
+
+        Returns
+        -------
+        concurrent.futures.Future
+            Resolves to ``(compiled, compile_ms)`` (compile_ms: wall time from
+            submission, queueing included), or raises what :meth:`compile`
+            raises.
+        """
+        _ = self.compiler  # per-model setup on the caller's thread, once
+        if self._compile_pool is None:
+            self._compile_pool = ThreadPoolExecutor(1, thread_name_prefix="leapgen-compile")
+        submitted = time.perf_counter()
+
+        def run():
+            compiled, _ = self.compile(params)
+            return compiled, (time.perf_counter() - submitted) * 1000.0
+
+        return self._compile_pool.submit(run)
+
+    def batch_fill_async(self, matchers: Sequence[Any], bitmask: Any) -> Future:
+        """Fill row ``i`` of ``bitmask`` from ``matchers[i]`` on the mask
+        worker thread.
+
+        Parameters
+        ----------
+        matchers : sequence of GrammarMatcher
+        bitmask : torch.Tensor
+            int32, shape ``(>= len(matchers), ceil(vocab_size / 32))``;
+            mutated by the worker.
+
+        Returns
+        -------
+        concurrent.futures.Future
+            Resolves to ``(need_apply, fill_ms)``: list of bool per row, and
+            the fill's wall time in milliseconds.
+        """
+        if self._fill_pool is None:
+            self._fill_pool = ThreadPoolExecutor(1, thread_name_prefix="leapgen-mask")
+
+        def fill():
+            start = time.perf_counter()
+            need = [m.fill_next_token_bitmask(bitmask, i) for i, m in enumerate(matchers)]
+            return need, (time.perf_counter() - start) * 1000.0
+
+        return self._fill_pool.submit(fill)
+
+    def mask_cache_counts(self) -> tuple[int, int]:
+        """(hits, misses) of the per-state bitmask caches of every compiled
+        grammar seen so far."""
+        with self._seen_lock:
+            seen = list(self.compiled_seen.values())
+        return sum(c.mask_cache_hits for c in seen), sum(c.mask_cache_misses for c in seen)
+
+    def _compile_call(self, params: SamplingParams) -> tuple[str, tuple, dict]:
+        """The compiler method, arguments and options of ``params``' grammar."""
+        if params.json_schema is not None:
+            return "compile_json_schema", (_parse_schema(params.json_schema),), dict(
+                any_whitespace=params.json_any_whitespace, indent=params.json_indent,
+                separators=params.json_separators, strict_mode=params.json_strict)
+        if params.regex is not None:
+            return "compile_regex", (params.regex,), {}
+        if params.ebnf is not None:
+            return "compile_grammar", (params.ebnf,), {}
+        if params.json_object:
+            return "compile_builtin_json_grammar", (), {}
+        raise ValueError("these SamplingParams have no grammar")
 
     def new_matcher(self, compiled: Any, stop_token_ids: Iterable[int]) -> Any:
         """A fresh :class:`GrammarMatcher` over ``compiled`` that ends on

@@ -1,20 +1,26 @@
-"""The offline engine: :class:`LLM`.
+"""The offline engine: :class:`LLM`, with continuous batching.
 
-One responsibility: drive requests to completion, one decoding step at a time.
-A step of a request is::
+One responsibility: drive requests to completion, one step at a time. A step::
 
-    fill bitmask (grammar) -> forward pending tokens -> mask logits -> sample
-        -> accept -> stop? -> jump-forward (retokenize, crop KV, extend next step)
+    admit waiting requests -> take finished grammar compiles
+        -> start the batch's bitmask fill (worker thread)
+        -> ONE forward pass over every request with pending tokens
+           (prefills, decodes and jump-forward extends packed together)
+        -> wait for the fill -> mask -> sample -> accept -> stop?
+        -> jump-forward (retokenize, crop KV, extend next step)
 
-Requests run one after another for now (``step`` advances the oldest
-unfinished one); continuous batching will replace the choice of request and
-batch the forward, not the shape of the step.
+Requests join and leave between steps. A constrained request's compile starts
+when it is added (on the grammar manager's thread); its prefill runs while the
+compile does, and if the grammar is still not ready it waits aside with its
+logits (``Request.stored_logits``) while the others go on. A failed compile
+fails that request alone.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import deque
+import time
+from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any, Sequence
 
 import torch
@@ -27,31 +33,35 @@ from leapgen.engine.prompt import build_prompt_ids, default_stop_token_ids
 from leapgen.engine.request import FinishReason, Request, RequestOutput
 from leapgen.engine.sampler import make_generator, sample
 from leapgen.engine.sampling_params import SamplingParams
-from leapgen.errors import LeapgenError
+from leapgen.engine.scheduler import Scheduler
+from leapgen.engine.stats import EngineStats
 
 
 class LLM:
     """Generate text with a causal LM, optionally constrained by a JSON
-    Schema or a regex, with jump-forward.
+    Schema, a regex or an EBNF grammar, with jump-forward and continuous
+    batching.
 
     Parameters
     ----------
     model : str, default "default"
         ``"default"`` (SmolLM2-135M-Instruct, embedded) or a local Hugging Face
-        folder. See :func:`leapgen.engine.load_model`.
+        folder (Llama family). See :func:`leapgen.engine.load_model`.
     cache_dir : path-like or None, default None
-        Converted-model cache root (default ``$LEAPGEN_CACHE/models`` or
-        ``~/.cache/leapgen/models``).
+        Converted-model cache root.
     num_threads : int or None, default None
         torch intra-op threads (process-wide); None = ``$LEAPGEN_NUM_THREADS``
-        or the CPUs not busy with other processes (see
-        :func:`leapgen.engine.model_loader.default_num_threads`).
+        or the idle CPUs.
     loaded : LoadedModel or None, default None
         An already loaded model to use instead of loading ``model``.
+    max_running : int, default 16
+        Most requests decoding together (one forward pass per step).
+    kv_token_budget : int, default 65536
+        Most KV tokens reserved by running requests (prompt + max_tokens each).
 
     Attributes
     ----------
-    tokenizer, model_runner, stop_token_ids, load_s
+    tokenizer, model_runner, stop_token_ids, scheduler, stats, grammar
 
     Raises
     ------
@@ -66,39 +76,34 @@ class LLM:
     >>> out.text, out.jump_forward_tokens, out.finish_reason  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        model: str = DEFAULT_MODEL,
-        *,
-        cache_dir: Any = None,
-        num_threads: int | None = None,
-        loaded: LoadedModel | None = None,
-    ):
+    def __init__(self, model: str = DEFAULT_MODEL, *, cache_dir: Any = None, num_threads: int | None = None,
+                 loaded: LoadedModel | None = None, max_running: int = 16, kv_token_budget: int = 65536):
         configure_threads(num_threads)
         self.loaded = loaded if loaded is not None else load_model(model, cache_dir=cache_dir)
         self.tokenizer = self.loaded.tokenizer
         self.model_runner = ModelRunner(self.loaded.model)
         self.stop_token_ids = default_stop_token_ids(self.tokenizer, self.loaded.model)
         self.grammar = GrammarManager(self.tokenizer, self.model_runner.vocab_size, self.stop_token_ids)
-        self._bitmask: torch.Tensor | None = None
+        self.scheduler = Scheduler(max_running, kv_token_budget)
+        self.stats = EngineStats()
         self._ids = itertools.count()
-        self._waiting: deque[Request] = deque()
 
     @property
     def load_s(self) -> float:
         """Seconds the model load took."""
         return self.loaded.load_s
 
+    @property
+    def num_kv_tokens(self) -> int:
+        """KV entries held by running requests right now (safe to read from
+        another thread: a racing finish counts as 0)."""
+        return sum(getattr(r.kv_cache, "length", 0) for r in list(self.scheduler.running))
+
     # ------------------------------------------------------------------ API
 
-    def generate(
-        self,
-        prompts: str | Sequence[str],
-        params: SamplingParams | Sequence[SamplingParams] | None = None,
-        *,
-        chat: bool = True,
-    ) -> list[RequestOutput]:
-        """Complete each prompt.
+    def generate(self, prompts: str | Sequence[str], params: SamplingParams | Sequence[SamplingParams] | None = None,
+                 *, chat: bool = True) -> list[RequestOutput]:
+        """Complete each prompt (all in one continuous batch).
 
         Parameters
         ----------
@@ -124,204 +129,267 @@ class LLM:
         """
         if isinstance(prompts, str):
             prompts = [prompts]
-        if params is None:
-            params = SamplingParams()
-        if isinstance(params, SamplingParams):
-            params_list = [params] * len(prompts)
-        else:
-            params_list = list(params)
-            if len(params_list) != len(prompts):
-                raise ValueError(f"{len(prompts)} prompts but {len(params_list)} SamplingParams")
+        params = SamplingParams() if params is None else params
+        params_list = [params] * len(prompts) if isinstance(params, SamplingParams) else list(params)
+        if len(params_list) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts but {len(params_list)} SamplingParams")
         requests: list[Request] = []
         try:
             for prompt, sp in zip(prompts, params_list):
                 requests.append(self.add_request(prompt, sp, chat=chat))
         except BaseException:
-            self._abort(requests)
+            self.scheduler.remove(requests)
             raise
-        while self.has_unfinished_requests():
+        while any(not r.is_finished for r in requests):
             self.step()
-        return [self._to_output(r) for r in requests]
+        return [self.get_output(r) for r in requests]
 
-    def add_request(self, prompt: str, params: SamplingParams, *, chat: bool = True) -> Request:
-        """Admit one request: tokenize, compile its grammar, queue it.
+    def add_request(self, prompt: str | list[dict], params: SamplingParams, *, chat: bool = True) -> Request:
+        """Queue one request; its grammar compile starts now, on a worker.
+
+        Parameters
+        ----------
+        prompt : str or list of dict
+            A user message, raw text (``chat=False``) or a conversation.
+        params : SamplingParams
+        chat : bool, default True
 
         Returns
         -------
         Request
-            Queued; already finished with ``finish_reason="error"`` if its
-            grammar failed to compile (then not queued).
+            Queued (it runs in later :meth:`step` calls).
 
         Raises
         ------
         ValueError
             If ``params`` is not a SamplingParams, its ``stop_token_ids`` are
-            outside the model's vocabulary, or the prompt is not a str or is
-            empty.
+            outside the model's vocabulary, or the prompt is empty or ill-typed.
         """
         if not isinstance(params, SamplingParams):
             raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
         vocab_size = self.model_runner.vocab_size
         if params.stop_token_ids is not None and any(t >= vocab_size for t in params.stop_token_ids):
             raise ValueError(f"stop_token_ids must be < the vocabulary size {vocab_size}")
-        prompt_ids = build_prompt_ids(self.tokenizer, prompt, chat=chat)
-        stop_ids = (
-            frozenset(params.stop_token_ids)
-            if params.stop_token_ids is not None
-            else self.stop_token_ids
-        )
-        req = Request(
-            request_id=next(self._ids),
-            prompt=prompt,
-            prompt_ids=prompt_ids,
-            params=params,
-            stop_token_ids=stop_ids,
-            generator=make_generator(params.seed),
-        )
+        stop_ids = frozenset(params.stop_token_ids) if params.stop_token_ids is not None else self.stop_token_ids
+        req = Request(request_id=next(self._ids), prompt=prompt if isinstance(prompt, str) else "",
+                      prompt_ids=build_prompt_ids(self.tokenizer, prompt, chat=chat), params=params,
+                      stop_token_ids=stop_ids, generator=make_generator(params.seed))
         if params.constrained:
-            try:
-                compiled, req.compile_ms = self.grammar.compile(params)
-                req.matcher = self.grammar.new_matcher(compiled, stop_ids)
-            except LeapgenError as exc:
-                req.finish(FinishReason.ERROR, exc)
-                return req
-        req.kv_cache = self.model_runner.new_cache()
-        if req.matcher is not None and params.jump_forward:
-            # Text forced from the very start (``{"id": ``) joins the prefill.
-            self._jump_forward(req)
-            if len(req.output_ids) >= params.max_tokens:
-                req.finish(FinishReason.LENGTH)
-                return req
-        self._waiting.append(req)
+            req.compile_future = self.grammar.compile_async(params)
+        self.scheduler.add(req)
         return req
 
+    def abort_request(self, req: Request) -> None:
+        """Cancel ``req`` (finish reason ``"abort"``) and free its KV cache.
+        Call it from the thread that runs :meth:`step`. A finished request is
+        left as it is."""
+        if not req.is_finished:
+            self._finish(req, FinishReason.ABORT)
+            self.scheduler.remove([req])
+
+    def fail_running(self, message: str) -> None:
+        """Fail every waiting and running request with ``message`` (after an
+        engine bug; mutates the scheduler)."""
+        for req in list(self.scheduler.running) + list(self.scheduler.waiting):
+            self._finish(req, FinishReason.ERROR, message)
+        self.scheduler.remove(list(self.scheduler.running) + list(self.scheduler.waiting))
+
     def has_unfinished_requests(self) -> bool:
-        """True while a queued request is not finished."""
-        return bool(self._waiting)
+        """True while a request is waiting or running."""
+        return len(self.scheduler) > 0
+
+    def get_output(self, req: Request) -> RequestOutput:
+        """Freeze ``req`` (finished or not) into a :class:`RequestOutput`."""
+        return req.to_output(self.decode(req.output_ids))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Token ids to text (special tokens kept, no clean-up)."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    # ------------------------------------------------------------- the step
 
     def step(self) -> list[Request]:
-        """Advance the oldest unfinished request by one decoding step.
+        """Run one engine step over the running batch.
 
         Returns
         -------
         list of Request
-            The requests that finished in this step (empty or one).
+            The requests that finished in this step.
         """
-        if not self._waiting:
-            return []
-        req = self._waiting[0]
-        try:
-            self._step_request(req)
-        except LeapgenError as exc:
-            req.finish(FinishReason.ERROR, exc)
+        sched = self.scheduler
+        for req in sched.admit():
+            req.kv_cache = self.model_runner.new_cache()
+        self.stats.steps += 1
+        blocked = [r.compile_future for r in sched.running if r.compile_future is not None
+                   and r.stored_logits is not None]
+        if blocked and len(blocked) == len(sched.running):
+            # Everyone waits for a grammar: sleep on the compiles, not on the GIL.
+            wait(blocked, timeout=0.05, return_when=FIRST_COMPLETED)
+        for req in list(sched.running):
+            self._guard(req, self._take_grammar, req)
+        # Prefill a compiling request too (it overlaps its compile); then it waits aside.
+        fwd = [r for r in sched.running if not r.is_finished and r.pending_ids and r.stored_logits is None]
+        ready = [r for r in sched.running if not r.is_finished and r.grammar_ready
+                 and (r.stored_logits is not None or r in fwd)]
+        # Constrained requests first: row i of the bitmask is row i of the batch.
+        sampling = [r for r in ready if r.matcher is not None] + [r for r in ready if r.matcher is None]
+        num_masked = sum(r.matcher is not None for r in ready)
+        fill = bitmask = None
+        if num_masked:
+            from leapgen import allocate_token_bitmask
+
+            bitmask = allocate_token_bitmask(num_masked, self.model_runner.vocab_size)
+            fill = self.grammar.batch_fill_async([r.matcher for r in sampling[:num_masked]], bitmask)
+        logits = self._forward(fwd)  # the mask worker fills meanwhile
+        need_apply = self._wait_fill(fill) if fill is not None else []
+        row_of = {id(r): i for i, r in enumerate(fwd)}
+        for req in fwd:
+            if not req.grammar_ready:
+                req.stored_logits = logits[row_of[id(req)]].clone()
+        if sampling:
+            batch = torch.stack([logits[row_of[id(r)]] if id(r) in row_of else r.stored_logits
+                                 for r in sampling])  # (S, V)
+            rows = [i for i, need in enumerate(need_apply) if need]
+            if rows:
+                from leapgen import apply_token_bitmask_inplace
+
+                apply_token_bitmask_inplace(batch, bitmask, indices=rows)
+            for i, req in enumerate(sampling):
+                req.stored_logits = None
+                self._guard(req, self._sample_and_advance, req, batch[i])
+        finished = [r for r in sched.running if r.is_finished]
+        sched.remove(finished)
+        return finished
+
+    def _forward(self, fwd: list[Request]) -> torch.Tensor | None:
+        if not fwd:
+            return None
+        pending = [r.pending_ids for r in fwd]
+        logits = self.model_runner.batch_forward([r.kv_cache for r in fwd], pending)  # (B, V)
+        for req in fwd:
+            req.num_forwards += 1
+            req.num_cached = len(req.prompt_ids) + len(req.output_ids)
+        self.stats.forward_passes += 1
+        self.stats.batched_sequences += len(fwd)
+        return logits
+
+    def _wait_fill(self, fill) -> list[bool]:
+        start = time.perf_counter()
+        need_apply, fill_ms = fill.result()
+        self.stats.mask_steps += 1
+        self.stats.mask_fill_ms += fill_ms
+        self.stats.mask_wait_ms += (time.perf_counter() - start) * 1000.0
+        return need_apply
+
+    def _guard(self, req: Request, fn, *args) -> None:
+        """Run ``fn(*args)``; an error (a bad grammar raises a LeapgenError;
+        anything else is a bug, still confined to ``req``) fails ``req`` alone."""
         if req.is_finished:
-            self._waiting.popleft()
-            return [req]
-        return []
+            return
+        try:
+            fn(*args)
+        except Exception as exc:  # noqa: BLE001 - one request fails, the engine goes on
+            self._finish(req, FinishReason.ERROR, exc)
 
-    def _abort(self, requests: Sequence[Request]) -> None:
-        """Drop queued ``requests`` (a failed ``generate`` call)."""
-        drop = {id(r) for r in requests}
-        self._waiting = deque(r for r in self._waiting if id(r) not in drop)
+    def _take_grammar(self, req: Request) -> None:
+        """Once ``req``'s compile is done: its matcher, forced start text, and
+        the check that a complete grammar leaves nothing to sample."""
+        fut = req.compile_future
+        if fut is not None and fut.done():
+            req.compile_future = None
+            compiled, req.compile_ms = fut.result()  # raises the compile's GrammarError
+            self.stats.compiles += 1
+            self.stats.compile_ms += req.compile_ms
+            req.matcher = self.grammar.new_matcher(compiled, req.stop_token_ids)
+            if req.params.jump_forward:
+                # Text forced from the very start (``{"id": ``) joins the prefill
+                # (or the extend after it: the stored logits are then stale).
+                if self._jump_forward(req):
+                    req.stored_logits = None
+        if req.matcher is not None and req.grammar_ready and req.matcher.is_completed():
+            if not self._allows_non_stop(req):
+                self._finish(req, FinishReason.GRAMMAR)  # nothing left but EOS: save the forward
+            elif len(req.output_ids) >= req.params.max_tokens:
+                self._finish(req, FinishReason.LENGTH)
 
-    # ------------------------------------------------------------- the step
-
-    def _step_request(self, req: Request) -> None:
+    def _sample_and_advance(self, req: Request, logits: torch.Tensor) -> None:
         params = req.params
-        # 1. The grammar's bitmask for the next token (before the forward:
-        #    with batching, mask filling overlaps the model).
-        need_apply = False
-        if req.matcher is not None:
-            bitmask = self._get_bitmask()
-            need_apply = req.matcher.fill_next_token_bitmask(bitmask, 0)
-            if req.matcher.is_completed() and not self._allows_non_stop(bitmask, req):
-                req.finish(FinishReason.GRAMMAR)  # nothing left but EOS: save the forward
-                return
-        # 2. Forward the pending tokens (prefill, decode, or extend).
-        logits = self.model_runner.forward(req.kv_cache, req.pending_ids)  # (V,)
-        req.num_forwards += 1
-        req.num_cached = len(req.prompt_ids) + len(req.output_ids)
-        # 3. Mask and sample.
-        if need_apply:
-            from leapgen import apply_token_bitmask_inplace
-
-            apply_token_bitmask_inplace(logits.unsqueeze(0), self._bitmask)
         try:
             token = sample(logits, params, req.generator)
         except ValueError:
-            req.finish(FinishReason.ERROR, "the grammar admits no token here (dead end)")
+            self._finish(req, FinishReason.ERROR, "the grammar admits no token here (dead end)")
             return
-        # 4. Accept; stop?
         if req.matcher is not None:
             if not req.matcher.accept_token(token):
-                req.finish(FinishReason.ERROR, f"the matcher rejected token {token} its own bitmask allowed")
+                self._finish(req, FinishReason.ERROR, f"the matcher rejected token {token} its own bitmask allowed")
                 return
             if req.matcher.is_terminated():
                 req.num_sampled += 1
-                req.finish(FinishReason.STOP)
+                self._finish(req, FinishReason.STOP)
                 return
         elif token in req.stop_token_ids:
             req.num_sampled += 1
-            req.finish(FinishReason.STOP)
+            self._finish(req, FinishReason.STOP)
             return
         req.append_sampled(token)
-        if len(req.output_ids) >= params.max_tokens:
-            req.finish(FinishReason.LENGTH)
+        if self._hit_stop_string(req):
             return
-        # 5. Jump-forward: append forced text; its tokens go into the next forward.
+        if len(req.output_ids) >= params.max_tokens:
+            self._finish(req, FinishReason.LENGTH)
+            return
         if params.jump_forward and req.matcher is not None:
-            self._jump_forward(req)
-            if len(req.output_ids) >= params.max_tokens:
-                req.finish(FinishReason.LENGTH)
+            if self._jump_forward(req) and not self._hit_stop_string(req):
+                if len(req.output_ids) >= params.max_tokens:
+                    self._finish(req, FinishReason.LENGTH)
 
-    def _jump_forward(self, req: Request) -> None:
+    def _hit_stop_string(self, req: Request) -> bool:
+        """Cut the output at the first stop string and finish; True if one hit."""
+        if not req.params.stop:
+            return False
+        text = self.decode(req.output_ids)
+        hits = [i for i in (text.find(s) for s in req.params.stop) if i >= 0]
+        if not hits:
+            return False
+        req.text_end = min(hits)
+        self._finish(req, FinishReason.STOP)
+        return True
+
+    def _jump_forward(self, req: Request) -> bool:
+        """Append the forced text to ``req``; True if its output changed."""
         token_bytes = self.grammar.tokenizer_info.token_bytes
         try:
             text = b"".join(token_bytes[t] for t in req.output_ids).decode("utf-8")
         except UnicodeDecodeError:
-            # The output ends inside a UTF-8 character: its text would not
-            # retokenize to the same bytes. Sample this step.
-            return
-        jump = try_jump_forward(
-            req.matcher,
-            req.output_ids,
-            text,
-            self._encode,
-            max_tokens=req.params.max_tokens,
-        )
+            return False  # the output ends inside a UTF-8 character: sample this step
+        jump = try_jump_forward(req.matcher, req.output_ids, text, self._encode, max_tokens=req.params.max_tokens)
         if jump is None:
-            return
+            return False
         keep = req.replace_output(jump.new_ids, jump.common_prefix)
         self.model_runner.crop(req.kv_cache, keep)
+        return True
+
+    def _finish(self, req: Request, reason: str, error: BaseException | str | None = None) -> None:
+        req.finish(reason, error)
+        st = self.stats
+        st.requests_finished[reason] += 1
+        st.prompt_tokens += len(req.prompt_ids)
+        st.completion_tokens += len(req.output_ids)
+        st.jump_forward_tokens += req.sampled.count(False)
 
     # -------------------------------------------------------------- helpers
 
-    def _get_bitmask(self) -> torch.Tensor:
-        if self._bitmask is None:
-            from leapgen import allocate_token_bitmask
+    def _allows_non_stop(self, req: Request) -> bool:
+        """Whether ``req``'s matcher allows a token that is not a stop token."""
+        from leapgen import allocate_token_bitmask
 
-            self._bitmask = allocate_token_bitmask(1, self.model_runner.vocab_size)
-        return self._bitmask
-
-    @staticmethod
-    def _allows_non_stop(bitmask: torch.Tensor, req: Request) -> bool:
-        """Whether row 0 of ``bitmask`` allows a token that is not a stop
-        token. Does not mutate ``bitmask``."""
-        words = bitmask[0].clone()  # (ceil(V/32),) int32
+        bitmask = allocate_token_bitmask(1, self.model_runner.vocab_size)
+        req.matcher.fill_next_token_bitmask(bitmask, 0)
+        words = bitmask[0].numpy().view("uint32").copy()  # (ceil(V/32),)
         for tid in req.stop_token_ids:
             w, b = divmod(tid, 32)
-            if w < words.numel():
-                value = int(words[w]) & ~(1 << b) & 0xFFFFFFFF
-                words[w] = value - (1 << 32) if value >= (1 << 31) else value
+            if w < words.size:
+                words[w] &= ~(1 << b) & 0xFFFFFFFF
         return bool(words.any())
-
-    def _decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(
-            list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False
-        )
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def _to_output(self, req: Request) -> RequestOutput:
-        return req.to_output(self._decode(req.output_ids))

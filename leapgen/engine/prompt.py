@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 
-def build_prompt_ids(tokenizer: Any, prompt: str, *, chat: bool = True) -> list[int]:
+def build_prompt_ids(tokenizer: Any, prompt: str | list[dict], *, chat: bool = True) -> list[int]:
     """Tokenize a prompt.
 
     Parameters
     ----------
     tokenizer : transformers.PreTrainedTokenizerBase
-    prompt : str
-        The user's message (``chat=True``) or the raw text to continue.
+    prompt : str or list of dict
+        The user's message (``chat=True``) or the raw text to continue; or a
+        whole conversation, ``[{"role": ..., "content": ...}, ...]``
+        (``chat=True`` only).
     chat : bool, default True
         Wrap ``prompt`` as one user message in the tokenizer's chat template,
         with the assistant turn opened (``add_generation_prompt=True``). Falls
@@ -26,15 +28,24 @@ def build_prompt_ids(tokenizer: Any, prompt: str, *, chat: bool = True) -> list[
     Raises
     ------
     ValueError
-        If ``prompt`` is not a str or tokenizes to no token.
+        If ``prompt`` is not a str (or a message list with ``chat=True``), or
+        tokenizes to no token.
     """
-    if not isinstance(prompt, str):
+    messages = None
+    if isinstance(prompt, list) and chat:
+        if not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in prompt) or not prompt:
+            raise ValueError("a conversation must be a non-empty list of {'role', 'content': str} dicts")
+        messages = prompt
+    elif not isinstance(prompt, str):
         raise ValueError(f"a prompt must be a str, got {type(prompt).__name__}")
     if chat and getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            messages or [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
         )
         ids = tokenizer.encode(text, add_special_tokens=False)
+    elif messages is not None:
+        text = "".join(f"{m.get('role', 'user')}: {m['content']}\n" for m in messages)
+        ids = tokenizer.encode(text, add_special_tokens=True)
     else:
         ids = tokenizer.encode(prompt, add_special_tokens=True)
     if not ids:

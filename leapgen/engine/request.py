@@ -49,6 +49,8 @@ class FinishReason:
     GRAMMAR = "grammar"
     #: The request failed (a bad grammar, ...); see ``RequestOutput.error``.
     ERROR = "error"
+    #: The caller cancelled the request (``LLM.abort_request``).
+    ABORT = "abort"
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,10 @@ class RequestOutput:
         One of :class:`FinishReason`'s values.
     compile_ms : float
         Grammar compile time (0.0 when unconstrained; small on a cache hit).
+    ttft_s : float or None
+        Seconds from admission to the first output token the model's first
+        forward pass produced (text forced before the prefill does not
+        count); None if there is none.
     elapsed_s : float
         Wall time from admission (compile and prefill included) to finish.
     tokens_per_s : float
@@ -105,6 +111,7 @@ class RequestOutput:
     prompt_tokens: int
     finish_reason: str
     compile_ms: float
+    ttft_s: float | None
     elapsed_s: float
     tokens_per_s: float
     error: str | None = None
@@ -131,8 +138,15 @@ class Request:
     matcher : GrammarMatcher or None
         Has accepted exactly ``output_ids`` (None when unconstrained).
     generator : torch.Generator
-    kv_cache : Any
-        The sequence's transformers ``DynamicCache``; None once finished.
+    kv_cache : KvCache or None
+        The sequence's KV cache; None before admission and once finished.
+    compile_future : concurrent.futures.Future or None
+        The grammar compile in flight (None when unconstrained or done).
+    stored_logits : torch.Tensor or None
+        float32 ``(vocab_size,)``: next-token logits of a prefill that ran
+        while the grammar was still compiling; sampled once it is ready.
+    text_end : int or None
+        Where a stop string cut the output text (characters).
     output_ids : list of int
     sampled : list of bool
         Per output token: True if it came out of the sampler.
@@ -148,6 +162,10 @@ class Request:
     generator: Any
     matcher: Any = None
     kv_cache: Any = None
+    compile_future: Any = None
+    stored_logits: Any = None
+    text_end: int | None = None
+    first_token_time: float | None = None
     output_ids: list[int] = field(default_factory=list)
     sampled: list[bool] = field(default_factory=list)
     num_cached: int = 0
@@ -164,6 +182,11 @@ class Request:
     @property
     def is_finished(self) -> bool:
         return self.finish_reason is not None
+
+    @property
+    def grammar_ready(self) -> bool:
+        """True when the request samples without waiting for a grammar."""
+        return self.compile_future is None
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -188,6 +211,8 @@ class Request:
         self.output_ids.append(token_id)
         self.sampled.append(True)
         self.num_sampled += 1
+        if self.first_token_time is None:
+            self.first_token_time = time.perf_counter()
 
     def replace_output(self, new_ids: list[int], common_prefix: int) -> int:
         """Replace the output with ``new_ids`` after a jump-forward.
@@ -221,6 +246,8 @@ class Request:
         self.output_ids = list(new_ids)
         self.sampled = self.sampled[:common_prefix] + [False] * (len(new_ids) - common_prefix)
         self.num_jump_forwards += 1
+        if self.first_token_time is None and self.num_forwards:
+            self.first_token_time = time.perf_counter()
         return self.num_cached
 
     def finish(self, reason: str, error: BaseException | str | None = None) -> None:
@@ -235,6 +262,9 @@ class Request:
             self.error_type = "LeapgenError"
         self.end_time = time.perf_counter()
         self.kv_cache = None
+        self.stored_logits = None
+        if self.compile_future is not None:
+            self.compile_future.cancel()
 
     def to_output(self, text: str) -> RequestOutput:
         """Freeze into a :class:`RequestOutput` (``text`` = decoded output)."""
@@ -245,7 +275,7 @@ class Request:
         return RequestOutput(
             request_id=self.request_id,
             prompt=self.prompt,
-            text=text,
+            text=text if self.text_end is None else text[: self.text_end],
             token_ids=list(self.output_ids),
             completion_tokens=n,
             jump_forward_tokens=self.sampled.count(False),
@@ -254,6 +284,7 @@ class Request:
             prompt_tokens=len(self.prompt_ids),
             finish_reason=self.finish_reason or FinishReason.LENGTH,
             compile_ms=self.compile_ms,
+            ttft_s=None if self.first_token_time is None else self.first_token_time - self.start_time,
             elapsed_s=elapsed,
             tokens_per_s=n / generating,
             error=self.error,

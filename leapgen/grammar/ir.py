@@ -25,63 +25,94 @@ flatten and simplify, so structurally equal languages mostly get equal terms.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_UNICODE = 0x10FFFF
 
 
 class Node:
-    """Base class of IR nodes (immutable, hashable)."""
+    """Base class of IR nodes (immutable, hashable).
+
+    Each node caches its hash (``_h``): IR built by the front-ends shares
+    subterms (a DAG), and a recomputed structural hash would walk the
+    tree expansion, exponential in the depth of sharing.
+    """
 
     __slots__ = ()
 
+    def __hash__(self) -> int:
+        h = self._h
+        if h == -1:
+            h = hash((type(self).__name__, *(getattr(self, f) for f in self.__match_args__)))
+            h = -2 if h == -1 else h
+            object.__setattr__(self, "_h", h)
+        return h
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class Bytes(Node):
     data: bytes
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class ByteSet(Node):
     ranges: tuple[tuple[int, int], ...]
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class CharSet(Node):
     ranges: tuple[tuple[int, int], ...]
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class Seq(Node):
     items: tuple[Node, ...]
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class Alt(Node):
     items: tuple[Node, ...]
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class Repeat(Node):
     item: Node
     lo: int
     hi: int | None
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class Intersect(Node):
     items: tuple[Node, ...]
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class Diff(Node):
     left: Node
     right: Node
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class RuleRef(Node):
     name: str
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
 
 
 EMPTY = Bytes(b"")

@@ -22,97 +22,40 @@ Anything else that differs raises :class:`SchemaError` naming ``allOf``.
 
 from __future__ import annotations
 
-import urllib.parse
+import math
 
 from leapgen.errors import SchemaError
 
+from .json_refs import escape_pointer_token, join_pointer
 from .json_values import canon_key, json_equal, json_type
 
 MISSING = object()
 TYPE_NAMES = ("null", "boolean", "object", "array", "number", "string", "integer")
 MAX_ANYOF_PRODUCT = 64
 
+ABSENT = "$lg:absent"
+"""Internal keyword: names that must not be present (an object's)."""
+PROPS = "$lg:props"
+"""Internal keyword: ``{name: schema}``, a present property must also satisfy the
+schema; unlike ``properties`` it does not declare the name (strict mode's default
+for unlisted properties is unchanged)."""
+NOT_ENUM = "$lg:notEnum"
+"""Internal keyword: scalar values the instance must not equal."""
+NOT_PATTERNS = "$lg:notPatterns"
+"""Internal keyword: patterns a string must not match."""
+NOT_FORMATS = "$lg:notFormats"
+"""Internal keyword: formats a string must not satisfy."""
+NON_INTEGER = "$lg:nonInteger"
+"""Internal keyword: a number must not be integer-valued."""
+INTERNAL = frozenset({ABSENT, PROPS, NOT_ENUM, NOT_PATTERNS, NOT_FORMATS, NON_INTEGER})
+DEFERRED = frozenset({"not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+                      "oneOf"})
+"""Keywords that two merged schemas may both hold: the second is kept as an
+``allOf`` member (the logic rewrite turns it into mergeable parts)."""
+
 
 class Patterns(tuple):
     """Several ``pattern`` values that must all match (an allOf merge)."""
-
-
-def escape_pointer_token(token: str) -> str:
-    """RFC 6901 escaping of one reference token."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def join_pointer(ptr: str, *tokens) -> str:
-    """``ptr`` extended by reference tokens (escaped)."""
-    return ptr + "".join("/" + escape_pointer_token(str(t)) for t in tokens)
-
-
-def _find_anchor(node, name: str, ptr: str):
-    """Depth-first search for ``$anchor: name`` (or draft-07 ``$id: "#name"``)."""
-    if isinstance(node, dict):
-        if node.get("$anchor") == name or node.get("$id") == "#" + name:
-            return node, ptr
-        items = node.items()
-    elif isinstance(node, list):
-        items = ((str(i), v) for i, v in enumerate(node))
-    else:
-        return None
-    for k, v in items:
-        hit = _find_anchor(v, name, f"{ptr}/{escape_pointer_token(k)}")
-        if hit is not None:
-            return hit
-    return None
-
-
-def resolve_ref(root, ref, where: str):
-    """Resolve a local ``$ref`` against the root document.
-
-    Parameters
-    ----------
-    root : dict or bool
-        The root schema.
-    ref : str
-        ``#`` + JSON pointer (RFC 6901, percent-decoded first, ``~0``/``~1``
-        unescaped), ``#name`` for a ``$anchor``, or the root's ``$id``
-        followed by one of those.
-    where : str
-        JSON pointer of the ``$ref`` keyword (for errors).
-
-    Returns
-    -------
-    (schema, pointer)
-        The target subschema and its canonical JSON pointer.
-
-    Raises
-    ------
-    SchemaError
-        Non-local or dangling reference.
-    """
-    if not isinstance(ref, str):
-        raise SchemaError("$ref must be a string", pointer=where)
-    base, hash_, frag = ref.partition("#")
-    root_id = root.get("$id") if isinstance(root, dict) else None
-    if base and (not isinstance(root_id, str) or base != root_id.partition("#")[0]):
-        raise SchemaError(f"$ref {ref!r} is not local: only references into this document ('#/...') are "
-                          "supported", pointer=where)
-    frag = urllib.parse.unquote(frag)
-    if frag and not frag.startswith("/"):
-        hit = _find_anchor(root, frag, "")
-        if hit is None:
-            raise SchemaError(f"$ref {ref!r}: no $anchor {frag!r} in the schema", pointer=where)
-        return hit
-    node = root
-    tokens = []
-    for raw in frag.split("/")[1:]:
-        tok = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and tok in node:
-            node = node[tok]
-        elif isinstance(node, list) and tok.isdigit() and int(tok) < len(node):
-            node = node[int(tok)]
-        else:
-            raise SchemaError(f"$ref {ref!r} points nowhere (no {tok!r})", pointer=where)
-        tokens.append(escape_pointer_token(tok))
-    return node, "".join("/" + t for t in tokens)
 
 
 def close_child(schema, ptr: str):
@@ -142,11 +85,42 @@ def conj(a, b, ptr: str, ignored: frozenset):
     return merge(a, b, ptr, ignored)
 
 
-def _side(schema: dict, key: str):
+def _side(schema: dict, key: str, name=None, ptr: str = ""):
     """What a schema says about a property/item not listed: its
-    ``additionalProperties``/``items`` (missing: anything)."""
+    ``additionalProperties``/``items`` (missing: anything). A property
+    ``name`` that matches one of its ``patternProperties`` gets ``true``: the
+    pattern's schema is applied to listed names when the object is compiled."""
+    if name is not None and isinstance(schema.get("patternProperties"), dict):
+        for pattern in schema["patternProperties"]:
+            if _name_matches(pattern, name, ptr):
+                return True
     v = schema.get(key, MISSING)
     return True if v is MISSING else v
+
+
+def _name_matches(pattern, name: str, ptr: str) -> bool:
+    from .json_match import Unsupported, matches
+    from .regex import parse_regex
+    from leapgen.errors import RegexError
+    try:
+        return matches(parse_regex(pattern, search=True), name)
+    except (RegexError, Unsupported, TypeError) as exc:
+        raise SchemaError(f"patternProperties: cannot decide whether {name!r} matches {pattern!r}: {exc}",
+                          pointer=ptr) from exc
+
+
+VALIDATION_KEYWORDS = frozenset({
+    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "properties",
+    "required", "additionalProperties", "unevaluatedProperties", "patternProperties", "propertyNames",
+    "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies", "items",
+    "prefixItems", "additionalItems", "unevaluatedItems", "minItems", "maxItems", "uniqueItems", "contains",
+    "minContains", "maxContains", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "$dynamicRef", "$recursiveRef", *INTERNAL})
+"""Keywords that constrain instances (others are annotations or unknown)."""
+
+_LOWER = ("minimum", "minLength", "minItems", "exclusiveMinimum", "minProperties", "minContains")
+_UPPER = ("maximum", "maxLength", "maxItems", "exclusiveMaximum", "maxProperties", "maxContains")
+_UNION = (ABSENT, NOT_ENUM, NOT_PATTERNS, NOT_FORMATS)
 
 
 def merge(a: dict, b: dict, ptr: str, ignored: frozenset) -> dict:
@@ -160,20 +134,24 @@ def merge(a: dict, b: dict, ptr: str, ignored: frozenset) -> dict:
     if not isinstance(a, dict) or not isinstance(b, dict):
         raise SchemaError("a schema must be an object or a boolean", pointer=ptr)
     out = dict(a)
+    deferred = {}
     for key, bv in b.items():
         if key not in out:
             out[key] = bv
             continue
         av = out[key]
-        if key in ignored or key in ("properties", "additionalProperties", "prefixItems", "items"):
-            continue  # annotations: first wins; structure: below
+        if (key in ignored or key not in VALIDATION_KEYWORDS
+                or key in ("properties", "additionalProperties", "prefixItems", "items")):
+            continue  # annotations, unknown keywords: first wins; structure: below
+        if _eq_raw(av, bv) and key not in ("anyOf",):
+            continue
         if key == "type":
             out[key] = _merge_types(av, bv, ptr)
         elif key == "required":
             out[key] = list(dict.fromkeys([*av, *bv]))
-        elif key in ("minimum", "minLength", "minItems", "exclusiveMinimum") and _num(av) and _num(bv):
+        elif key in _LOWER and _num(av) and _num(bv):
             out[key] = max(av, bv)
-        elif key in ("maximum", "maxLength", "maxItems", "exclusiveMaximum") and _num(av) and _num(bv):
+        elif key in _UPPER and _num(av) and _num(bv):
             out[key] = min(av, bv)
         elif key == "enum" and isinstance(av, list) and isinstance(bv, list):
             try:
@@ -189,14 +167,98 @@ def merge(a: dict, b: dict, ptr: str, ignored: frozenset) -> dict:
             both = [*(av if isinstance(av, Patterns) else [av]), *(bv if isinstance(bv, Patterns) else [bv])]
             out[key] = Patterns(dict.fromkeys(both))
         elif key == "anyOf" and isinstance(av, list) and isinstance(bv, list):
-            if len(av) * len(bv) > MAX_ANYOF_PRODUCT:
-                raise SchemaError("allOf of two anyOf lists is too large to expand", pointer=ptr)
-            out[key] = [conj(x, y, ptr, ignored) for x in av for y in bv]
-        elif not _eq_raw(av, bv):
+            out[key] = product(av, bv, ptr, ignored)
+        elif key == "allOf" and isinstance(av, list) and isinstance(bv, list):
+            out[key] = [*av, *bv]
+        elif key in _UNION and isinstance(av, list) and isinstance(bv, list):
+            out[key] = [*av, *(v for v in bv if not any(_eq(v, w) for w in av))]
+        elif key == PROPS and isinstance(av, dict) and isinstance(bv, dict):
+            out[key] = {n: conj(av[n], bv[n], ptr, ignored) if n in av and n in bv else av.get(n, bv.get(n))
+                        for n in dict.fromkeys([*av, *bv])}
+        elif key == "propertyNames":
+            out[key] = conj(av, bv, f"{ptr}/{key}", ignored)
+        elif key == "uniqueItems" and isinstance(av, bool) and isinstance(bv, bool):
+            out[key] = av or bv
+        elif key == "multipleOf" and _num(av) and _num(bv) and float(av).is_integer() and float(bv).is_integer():
+            out[key] = math.lcm(int(av), int(bv))
+        elif key == "patternProperties" and isinstance(av, dict) and isinstance(bv, dict):
+            out[key] = {p: conj(av[p], bv[p], ptr, ignored) if p in av and p in bv else av.get(p, bv.get(p))
+                        for p in dict.fromkeys([*av, *bv])}
+        elif key in DEFERRED or key == "$ref":
+            deferred[key] = bv
+        else:
             raise SchemaError(f"allOf: cannot combine differing {key!r} values", pointer=ptr)
+    _check_patterns(a, b, ptr)
+    if deferred:
+        if "if" in deferred or "then" in deferred or "else" in deferred:
+            for k in ("if", "then", "else"):
+                if k in b:
+                    deferred[k] = b[k]
+        out["allOf"] = [*out.get("allOf", []), deferred]
     _merge_structure(out, a, b, "properties", "additionalProperties", ptr, ignored)
     _merge_items(out, a, b, ptr, ignored)
     return out
+
+
+def _check_patterns(a: dict, b: dict, ptr: str) -> None:
+    """patternProperties of one side next to a constraining additionalProperties
+    of the other cannot be merged exactly (keys matching the pattern would need
+    both)."""
+    for x, y in ((a, b), (b, a)):
+        pats = x.get("patternProperties")
+        extra = y.get("additionalProperties", MISSING)
+        if isinstance(pats, dict) and pats and extra is not MISSING and extra is not True and extra != {}:
+            if any(p not in (y.get("patternProperties") or {}) for p in pats):
+                raise SchemaError("allOf: patternProperties of one schema next to additionalProperties of "
+                                  "another cannot be combined yet", pointer=ptr)
+
+
+def product(av: list, bv: list, ptr: str, ignored: frozenset) -> list:
+    """The pairwise conjunctions of two ``anyOf`` lists, without the
+    contradictory ones (:func:`trivially_unsat`).
+
+    Raises
+    ------
+    SchemaError
+        More than :data:`MAX_ANYOF_PRODUCT` remain.
+    """
+    out = []
+    for x in av:
+        for y in bv:
+            z = conj(x, y, ptr, ignored)
+            if not trivially_unsat(z):
+                out.append(z)
+                if len(out) > MAX_ANYOF_PRODUCT:
+                    raise SchemaError(f"allOf of anyOf lists expands to more than {MAX_ANYOF_PRODUCT} "
+                                      "alternatives", pointer=ptr)
+    return out or [False]
+
+
+def trivially_unsat(schema, depth: int = 0) -> bool:
+    """Whether ``schema`` obviously admits no value (a cheap, incomplete check
+    used to prune ``anyOf`` products)."""
+    if schema is False:
+        return True
+    if not isinstance(schema, dict) or depth > 8:
+        return False
+    if schema.get("enum") == [] or schema.get("type") == []:
+        return True
+    if NOT_ENUM in schema and ("const" in schema or isinstance(schema.get("enum"), list)):
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        if all(any(_eq(v, w) for w in schema[NOT_ENUM]) for v in values):
+            return True
+    required = schema.get("required")
+    if isinstance(required, list) and required:
+        absent = schema.get(ABSENT) or []
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        extra = schema.get(PROPS) if isinstance(schema.get(PROPS), dict) else {}
+        for name in required:
+            if name in absent:
+                return True
+            for src in (props, extra):
+                if name in src and trivially_unsat(src[name], depth + 1):
+                    return True
+    return False
 
 
 def _num(v) -> bool:
@@ -240,9 +302,9 @@ def _merge_structure(out, a, b, props_key, extra_key, ptr, ignored):
         raise SchemaError(f"{props_key} must be an object", pointer=ptr)
     merged = {}
     for name in dict.fromkeys([*pa, *pb]):
-        sa = pa[name] if name in pa else _side(a, extra_key)
-        sb = pb[name] if name in pb else _side(b, extra_key)
         p = f"{ptr}/{props_key}/{escape_pointer_token(name)}"
+        sa = pa[name] if name in pa else _side(a, extra_key, name, p)
+        sb = pb[name] if name in pb else _side(b, extra_key, name, p)
         merged[name] = conj(close_child(sa, p), close_child(sb, p), p, ignored)
     out[props_key] = merged
     ea, eb = a.get(extra_key, MISSING), b.get(extra_key, MISSING)

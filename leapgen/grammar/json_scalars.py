@@ -5,6 +5,7 @@ with their keywords. ``c`` is the running compiler
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 
@@ -14,14 +15,30 @@ from . import ir
 from .ir import Node
 from .json_containers import count_arg
 from .json_formats import FORMATS
-from .json_merge import Patterns, join_pointer
-from .json_numbers import int_range, number_range
-from .json_strings import PatternEncodeError, json_encode_regex, quoted, string_content
+from .json_merge import NON_INTEGER, NOT_FORMATS, NOT_PATTERNS, Patterns, join_pointer
+from .json_numbers import (NO_EXPONENT, NON_INTEGER_NUMBER, decimal_spellings, int_range, multiple_of,
+                           number_range)
+from .json_strings import PatternEncodeError, json_encode_regex, quoted, spell_any, string_content
+from .json_values import json_type
+
+MAX_EXACT_LENGTH = 256
+"""Largest ``minLength``/``maxLength`` compiled exactly: each counted character
+costs about 20 automaton states (the escapes and UTF-8 sequences of one
+character), so a larger bound is not enforced (with a warning)."""
+
+CANONICAL_CONTENT = ir.star(json_encode_regex(ir.ANY_CHAR))
 
 
 def compile_number(c, schema: dict, ptr: str, depth: int) -> Node:
-    """``type: number`` with its bounds (:func:`.json_numbers.number_range`)."""
-    return number_range(*bounds(schema, ptr))
+    """``type: number`` with its bounds (:func:`.json_numbers.number_range`),
+    ``multipleOf`` and ``$lg:nonInteger``."""
+    node = number_range(*bounds(schema, ptr))
+    if "multipleOf" in schema:
+        node = ir.intersect(node, multiple_of(schema["multipleOf"], integer=False,
+                                              ptr=join_pointer(ptr, "multipleOf")))
+    if schema.get(NON_INTEGER):
+        node = ir.intersect(node, NON_INTEGER_NUMBER)
+    return node
 
 
 def bounds(schema: dict, ptr: str):
@@ -58,15 +75,49 @@ def compile_integer(c, schema: dict, ptr: str, depth: int) -> Node:
     if hi is not None:
         ihi = int(hi.to_integral_value(rounding="ROUND_CEILING")) - 1 if hi_x else int(
             hi.to_integral_value(rounding="ROUND_FLOOR"))
-    return int_range(ilo, ihi)
+    if schema.get(NON_INTEGER):
+        return ir.NOTHING
+    node = int_range(ilo, ihi)
+    if "multipleOf" in schema:
+        node = ir.intersect(node, multiple_of(schema["multipleOf"], integer=True, lo=ilo, hi=ihi,
+                                              ptr=join_pointer(ptr, "multipleOf")))
+    return node
+
+
+def exclude_values(c, node: Node, type_name: str, values: list, ptr: str) -> Node:
+    """``node`` (the IR of one JSON type) minus the spellings of ``values``
+    (``$lg:notEnum``). Numbers then lose their exponent spellings (the
+    spellings of one value with an exponent are not a regular language)."""
+    mine = [v for v in values if json_type(v) == type_name or (type_name == "number" and json_type(v) == "integer")
+            or (type_name == "integer" and json_type(v) == "number" and float(v).is_integer())]
+    if not mine:
+        return node
+    if type_name == "string":
+        return ir.diff(node, ir.alt(*(quoted(spell_any(v)) for v in mine)))
+    if type_name in ("null", "boolean"):
+        return ir.diff(node, ir.alt(*(ir.lit(json.dumps(v)) for v in mine)))
+    if type_name == "integer":
+        return ir.diff(node, ir.alt(*(decimal_spellings(int(v), integer=True) for v in mine)))
+    if type_name == "number":
+        return ir.diff(ir.intersect(node, NO_EXPONENT), ir.alt(*(decimal_spellings(v) for v in mine)))
+    return node
 
 
 def compile_string(c, schema: dict, ptr: str, depth: int) -> Node:
-    """``type: string`` with ``minLength``/``maxLength``/``pattern``/``format`` (intersected)."""
+    """``type: string`` with ``minLength``/``maxLength``/``pattern``/``format``
+    and their negations (all intersected)."""
     lo = count_arg(schema, "minLength", ptr) or 0
     hi = count_arg(schema, "maxLength", ptr)
     if hi is not None and lo > hi:
         return ir.NOTHING
+    if lo > MAX_EXACT_LENGTH:
+        c.warn(join_pointer(ptr, "minLength"), f"minLength {lo} is above {MAX_EXACT_LENGTH}: enforced as "
+                                               f"{MAX_EXACT_LENGTH} (shorter strings are accepted)")
+        lo = MAX_EXACT_LENGTH
+    if hi is not None and hi > MAX_EXACT_LENGTH:
+        c.warn(join_pointer(ptr, "maxLength"), f"maxLength {hi} is above {MAX_EXACT_LENGTH}: not enforced "
+                                               "(longer strings are accepted)")
+        hi = None
     parts = []
     if "pattern" in schema:
         pats = schema["pattern"]
@@ -74,32 +125,61 @@ def compile_string(c, schema: dict, ptr: str, depth: int) -> Node:
             parts.append(compile_pattern(c, p, join_pointer(ptr, "pattern")))
     fmt = schema.get("format")
     if fmt is not None:
-        builder = FORMATS.get(fmt) if isinstance(fmt, str) else None
-        if builder is not None:
-            parts.append(json_encode_regex(builder(), c._pattern_memo))
-        elif c.strict:
-            raise SchemaError(f"format {fmt!r} is not supported (supported: {', '.join(FORMATS)}); "
-                              "pass strict_mode=False to ignore it", pointer=join_pointer(ptr, "format"))
-        else:
-            c.warn(join_pointer(ptr, "format"), f"format {fmt!r} is not supported and is ignored")
+        node = format_content(c, fmt, join_pointer(ptr, "format"))
+        if node is not None:
+            parts.append(node)
+    excluded = [compile_pattern(c, p, join_pointer(ptr, NOT_PATTERNS)) for p in schema.get(NOT_PATTERNS) or []]
+    for f in schema.get(NOT_FORMATS) or []:
+        node = format_content(c, f, join_pointer(ptr, NOT_FORMATS))
+        if node is not None:
+            excluded.append(node)
+    if excluded:
+        parts.append(ir.diff(CANONICAL_CONTENT, ir.alt(*excluded)))
     if lo or hi is not None or not parts:
         parts.append(string_content(lo, hi))
     return quoted(ir.intersect(*parts))
 
 
-def compile_pattern(c, pattern, ptr: str) -> Node:
-    """A ``pattern`` (unanchored ECMAScript search) as JSON string content."""
+def format_content(c, fmt, ptr: str) -> Node | None:
+    """The string content of a ``format`` (None: not asserted, see the module
+    docstring of :mod:`.json_schema`)."""
+    builder = FORMATS.get(fmt) if isinstance(fmt, str) else None
+    if builder is not None:
+        hit = c._pattern_memo.get(("format", fmt))
+        if hit is None:
+            hit = c._pattern_memo[("format", fmt)] = json_encode_regex(builder(), c._pattern_memo)
+        return hit
+    if c.strict:
+        raise SchemaError(f"format {fmt!r} is not supported (supported: {', '.join(FORMATS)}); "
+                          "pass strict_mode=False to ignore it", pointer=ptr)
+    if c.format_asserted(fmt):
+        c.warn(ptr, f"format {fmt!r} is not supported and is ignored")
+    return None
+
+
+def parse_pattern(pattern, ptr: str) -> Node:
+    """A ``pattern`` as code-point regex IR (unanchored search)."""
     if not isinstance(pattern, str):
         raise SchemaError("pattern must be a string", pointer=ptr)
     from leapgen.errors import RegexError
     from leapgen.grammar.regex import parse_regex
     try:
-        node = parse_regex(pattern, search=True)
+        return parse_regex(pattern, search=True)
     except RegexError as exc:
         raise SchemaError(f"pattern {pattern!r} is not supported: {exc}", pointer=ptr) from exc
+
+
+def compile_pattern(c, pattern, ptr: str) -> Node:
+    """A ``pattern`` (unanchored ECMAScript search) as JSON string content."""
+    hit = c._pattern_memo.get(("pattern", pattern)) if isinstance(pattern, str) else None
+    if hit is not None:
+        return hit
+    node = parse_pattern(pattern, ptr)
     try:
-        return json_encode_regex(node, c._pattern_memo)
+        out = json_encode_regex(node, c._pattern_memo)
     except PatternEncodeError as exc:
         raise SchemaError(f"pattern {pattern!r}: {exc}", pointer=ptr) from exc
+    c._pattern_memo[("pattern", pattern)] = out
+    return out
 
 # -- containers ----------------------------------------------------------

@@ -25,40 +25,63 @@ keyword                     support
 ``additionalProperties``    ``false``, ``true`` or a schema; extra members come
                             **after** the listed ones; their keys never equal a
                             listed name in any spelling (``ir.Diff``). Missing
-                            with ``strict_mode=True`` and ``properties``
-                            declared: no extra members (xgrammar/OpenAI strict);
-                            otherwise any extra members
+                            with ``strict_mode=True`` and ``properties`` or
+                            ``patternProperties`` declared: no extra members
+                            (xgrammar/OpenAI strict); otherwise any
+``patternProperties``       yes: a listed name matching a pattern gets both
+                            schemas; an extra key matching patterns gets their
+                            schemas (overlapping patterns: every combination,
+                            merged), else ``additionalProperties``
+                            (:mod:`.json_objects`)
+``propertyNames``           yes: listed names are checked, extra keys
+                            intersected with the name schema
+``min/maxProperties``       exact, by counting members (SchemaError beyond a
+                            size bound, :mod:`.json_objects`)
+``dependentRequired``,      rewritten as ``anyOf`` (:mod:`.json_logic`); the
+``dependentSchemas``        draft-07 ``dependencies`` too
+``not``                     rewritten as the complement schema when
+                            expressible (:func:`.json_logic.negate`), else
+                            SchemaError
+``if``/``then``/``else``    ``anyOf [allOf [if, then], allOf [not if, else]]``
 ``items``/``prefixItems``   yes (draft-07 array ``items`` + ``additionalItems``
                             too); ``prefixItems`` without ``items`` in strict
                             mode: no further items
 ``minItems``/``maxItems``   yes
-``minLength``/``maxLength`` yes, in code points (an escape is one character)
+``uniqueItems: true``       not enforced: a warning
+``minLength``/``maxLength`` yes, in code points (an escape is one character);
+                            a bound above :data:`.json_scalars.MAX_EXACT_LENGTH`
+                            is not enforced (a warning: the automaton would
+                            grow by ~20 states per character)
 ``pattern``                 yes: ECMAScript via :func:`.regex.parse_regex`
                             (unanchored search), re-encoded as JSON string
                             content (:mod:`.json_strings`)
-``format``                  date, time, date-time, email, uuid, uri, ipv4, ipv6
-                            (:mod:`.json_formats`); unknown formats: SchemaError
-                            (``strict_mode=False``: ignored with a warning)
+``format``                  see :data:`.json_formats.FORMATS`; other formats:
+                            SchemaError with ``strict_mode=True``; otherwise
+                            ignored (an annotation, as 2020-12 says), with a
+                            warning for standard formats leapgen lacks
 ``minimum``/``maximum``     integers: exact ranges; numbers: exact, see
 ``exclusiveMin/Maximum``    :mod:`.json_numbers` (draft-04 boolean forms too)
+``multipleOf``              see :func:`.json_numbers.multiple_of` (exact, or
+                            SchemaError)
 ``anyOf``                   yes (sibling keywords merged into each branch)
 ``oneOf``                   exact when branches are provably disjoint (type,
                             const/enum values, a required property with
                             disjoint const/enum values); otherwise compiled as
                             ``anyOf`` with a warning
-``allOf``                   merged into one schema when exact (:mod:`.json_merge`)
-``$ref``                    local: ``#/...`` JSON pointers (``~0``/``~1``,
-                            percent-decoding), ``#anchor``, the root's
-                            ``$id``; recursion becomes CFG rules (SchemaError
-                            with ``cfg=False``, with the indent layout, through
-                            a ``$ref`` with sibling keywords, or for a bare
-                            ``$ref`` chain that loops)
+``allOf``                   merged into one schema when exact
+                            (:mod:`.json_merge`)
+``$ref``                    ``#/...`` JSON pointers (``~0``/``~1``,
+                            percent-decoding), ``$anchor``, ``$id`` base URIs
+                            of embedded resources (:mod:`.json_refs`);
+                            recursion becomes CFG rules (SchemaError with
+                            ``cfg=False``, with the indent layout, through a
+                            ``$ref`` with sibling keywords, or for a bare
+                            ``$ref`` chain that loops); no remote documents
 ``unevaluatedProperties``   as ``additionalProperties`` after merging
 ``unevaluatedItems``        as ``items`` after merging
 annotations                 ignored: title, description, default, examples, ...
-not, if/then/else, ...      SchemaError (see ``UNSUPPORTED``), unless trivial
-                            (``uniqueItems: false``, ``minProperties: 0``, ...)
-unknown keywords            ignored with a warning
+``contains``, ...           SchemaError (see ``UNSUPPORTED``)
+unknown keywords            ignored (a warning with ``strict_mode=True``)
 ==========================  ===================================================
 
 Type inference: with ``strict_mode=True`` a schema without ``type`` whose
@@ -70,11 +93,15 @@ true``, arrays without ``items``) is the rule ``json_value`` (any depth); with
 ``cfg=False`` or the indent layout, containers inside it nest at most
 :data:`.json_layout.ANY_VALUE_DEPTH` deep, with a warning naming the bound.
 
-Known gaps (all documented where they live): objects in schema order only;
-equivalent spellings (``1.0`` for an integer, ``\u0061`` in a pattern-, format-,
-enum- or const-constrained string) are not accepted; bounded numbers have no
-exponent unless the bound is 0; overlapping ``oneOf`` is looser (warning);
-duplicate extra keys are not detected.
+Known gaps (all documented where they live): objects in schema order only
+(the one layout: members in ``properties`` order, then names only in
+``required``, then extra members); equivalent spellings (``1.0`` for an
+integer, ``\u0061`` in a string constrained by ``pattern``, ``format``,
+``enum``, ``const`` or a negation, or in a key next to ``patternProperties``
+/ ``propertyNames``) are not accepted; bounded numbers, and numbers under
+``multipleOf`` or a negated ``enum``, have no exponent unless the bound is 0;
+overlapping ``oneOf`` is looser (warning); duplicate extra keys are not
+detected.
 
 No whitespace is allowed before or after the whole JSON text.
 """
@@ -88,11 +115,15 @@ from leapgen.errors import SchemaError
 from . import ir
 from .ir import Node
 from .cfg import simplify_grammar
-from .json_containers import compile_array, compile_object
+from .json_containers import compile_array
+from .json_formats import FORMATS, STANDARD_FORMATS
 from .json_layout import ANY_VALUE_DEPTH, Layout, any_value, any_value_rule, make_layout
-from .json_merge import (MISSING, TYPE_NAMES, close_child, conj, disjoint, join_pointer, kinds,
-                         resolve_ref)
-from .json_scalars import compile_integer, compile_number, compile_string
+from .json_logic import rewrite
+from .json_merge import (ABSENT, MISSING, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS, TYPE_NAMES,
+                         VALIDATION_KEYWORDS, close_child, conj, disjoint, kinds)
+from .json_objects import compile_object
+from .json_refs import RefIndex, join_pointer
+from .json_scalars import compile_integer, compile_number, compile_string, exclude_values
 from .json_values import check, check_json_value, dedupe, json_equal, values_node
 
 ANNOTATIONS = frozenset({
@@ -104,24 +135,24 @@ ANNOTATIONS = frozenset({
 OpenAPI annotations)."""
 
 TYPE_KEYWORDS = {
-    "object": ("properties", "required", "additionalProperties", "unevaluatedProperties"),
-    "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "unevaluatedItems"),
-    "string": ("minLength", "maxLength", "pattern", "format"),
-    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
+    "object": ("properties", "required", "additionalProperties", "unevaluatedProperties", "patternProperties",
+               "propertyNames", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
+               "dependencies", ABSENT, PROPS),
+    "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "unevaluatedItems",
+              "uniqueItems", "contains", "minContains", "maxContains"),
+    "string": ("minLength", "maxLength", "pattern", "format", NOT_PATTERNS, NOT_FORMATS),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NON_INTEGER),
 }
 KEYWORD_TYPE = {k: t for t, ks in TYPE_KEYWORDS.items() for k in ks}
-APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf")
-SUPPORTED = frozenset({"type", "enum", "const", *APPLICATORS, *KEYWORD_TYPE})
+APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else")
+SUPPORTED = frozenset({"type", "enum", "const", NOT_ENUM, *APPLICATORS, *KEYWORD_TYPE})
 
 UNSUPPORTED = {
-    "not": None, "if": None, "then": None, "else": None, "patternProperties": None,
-    "uniqueItems": False, "multipleOf": None, "minProperties": 0, "maxProperties": None,
-    "dependentRequired": None, "dependentSchemas": None, "dependencies": None,
-    "propertyNames": None, "contains": None, "minContains": None, "maxContains": None,
-    "$dynamicRef": None, "$recursiveRef": None,
+    "contains": None, "minContains": None, "maxContains": None, "$dynamicRef": None, "$recursiveRef": None,
 }
 """Validation keywords leapgen cannot enforce yet -> the one argument value
 that makes the keyword a no-op (``None``: none)."""
+
 
 MAX_WARNINGS = 50
 ANY_RULE = "json_value"
@@ -199,8 +230,12 @@ _ptr = join_pointer
 class _Compiler:
     """One compilation: the root document, layout, caches and warnings."""
 
+    ignored_keywords = ANNOTATIONS
+    validation_keywords = VALIDATION_KEYWORDS
+
     def __init__(self, root, layout: Layout, strict: bool, cfg: bool = False):
         self.root = root
+        self.refs = RefIndex(root)
         self.layout = layout
         self.strict = bool(strict)
         self.warnings: list[str] = []
@@ -212,6 +247,7 @@ class _Compiler:
         self._in_product = 0  # > 0 while compiling an operand of an intersection (no recursive rules there)
         self._any_memo: dict = {}
         self._pattern_memo: dict = {}
+        self._normal: dict = {}  # id(schema) -> normalized schema
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -229,11 +265,20 @@ class _Compiler:
             if ANY_RULE not in self.rules:
                 self.rules[ANY_RULE] = any_value_rule(self.layout, ANY_RULE)
             return ir.RuleRef(ANY_RULE)
-        why = ("inside an enum/const intersection" if self.cfg else
+        why = ("inside an intersection" if self.cfg else
                "with the indent layout" if self.layout.depth_dependent else "with cfg=False")
         self.warn(ptr, f"any JSON value allowed here, but containers inside it may nest at most {ANY_VALUE_DEPTH} "
                        f"deep ({why}; deeper values are rejected)")
         return any_value(self.layout, depth, ANY_VALUE_DEPTH, self._any_memo)
+
+    def format_asserted(self, fmt) -> bool:
+        """Whether ``format: fmt`` constrains values (else it is an annotation)."""
+        return isinstance(fmt, str) and (fmt in FORMATS or self.strict or fmt in STANDARD_FORMATS)
+
+    def keep(self, schema):
+        """Keep a schema built during compilation alive (caches key on ``id``)."""
+        self._keep.append(schema)
+        return schema
 
     # -- entry ---------------------------------------------------------------
 
@@ -249,12 +294,22 @@ class _Compiler:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        node = self._compile_dict(self._normalize(schema), ptr, depth)
+        node = self._compile_dict(self.normalize(schema, ptr), ptr, depth)
         self._cache[key] = node
         self._keep.append(schema)
         return node
 
-    def _compile_dict(self, schema: dict, ptr: str, depth: int) -> Node:
+    def compile_regular(self, schema, ptr: str, depth: int) -> Node:
+        """Like :meth:`compile`, but never a rule reference (bounded any-values)."""
+        self._in_product += 1
+        try:
+            return self.compile(schema, ptr, depth)
+        finally:
+            self._in_product -= 1
+
+    def _compile_dict(self, schema, ptr: str, depth: int) -> Node:
+        if not isinstance(schema, dict):
+            return self.compile(schema, ptr, depth)
         self._scan(schema, ptr)
         if "$ref" in schema:
             return self._ref(schema, ptr, depth)
@@ -265,59 +320,98 @@ class _Compiler:
             return self._any_of(schema, ptr, depth)
         if "const" in schema or "enum" in schema:
             return self._enum(schema, ptr, depth)
-        if all(k in ANNOTATIONS or (k not in SUPPORTED and k not in UNSUPPORTED) for k in schema):
+        if all(k not in SUPPORTED for k in schema):
             return self.any_value(ptr, depth)  # {}: no validation keyword at all
         return self._typed(schema, ptr, depth)
 
     def _scan(self, schema: dict, ptr: str) -> None:
-        """Reject unsupported keywords; warn about unknown ones."""
+        """Reject unsupported keywords; warn about unknown ones and best-effort ones."""
         for key, arg in schema.items():
             if key in ANNOTATIONS or key in SUPPORTED:
+                if key == "uniqueItems" and arg is True:
+                    self.warn(_ptr(ptr, key), "uniqueItems is not enforced (repeated items are accepted)")
                 continue
             if key in UNSUPPORTED:
                 noop = UNSUPPORTED[key]
                 if noop is not None and arg == noop and type(arg) is type(noop):
                     continue
-                if key in ("then", "else") and "if" not in schema:
-                    continue
                 if key in ("minContains", "maxContains") and "contains" not in schema:
                     continue
-                if key == "if" and "then" not in schema and "else" not in schema:
-                    continue
                 raise SchemaError(f"keyword {key!r} is not supported yet", pointer=_ptr(ptr, key))
-            self.warn(_ptr(ptr, key), f"unknown keyword {key!r} ignored")
+            if self.strict:
+                self.warn(_ptr(ptr, key), f"unknown keyword {key!r} ignored")
 
     # -- applicators ---------------------------------------------------------
 
     def _deref(self, schema, ptr: str, *, merging: bool = True):
-        """Follow ``$ref`` chains and ``allOf``; normalise draft-07 array forms.
+        """Follow ``$ref`` chains and ``allOf``; normalise (see :meth:`normalize`).
 
         ``merging``: the result will be merged into a schema being compiled,
         so a target already being compiled is a recursion that cannot be
         merged. Returns (schema, pointer, ref targets visited).
         """
         seen = []
+        schema = self.normalize(schema, ptr)
         while isinstance(schema, dict) and ("$ref" in schema or "allOf" in schema):
             if "$ref" in schema:
-                target, tptr = resolve_ref(self.root, schema["$ref"], _ptr(ptr, "$ref"))
+                target, tptr = self.refs.resolve(schema["$ref"], _ptr(ptr, "$ref"), ptr)
                 if tptr in seen or (merging and tptr in self._ref_stack):
                     self._cycle(ptr, tptr)
                 seen.append(tptr)
-                rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+                rest = {k: v for k, v in schema.items() if k != "$ref" and k in VALIDATION_KEYWORDS}
                 schema, ptr = (target, tptr) if not rest else (self._conj(rest, target, ptr), ptr)
             else:
                 schema = self._merge_all_of(schema, ptr)
-        return self._normalize(schema), ptr, seen
+            schema = self.normalize(schema, ptr)
+        return schema, ptr, seen
 
-    def _normalize(self, schema):
-        """Draft-07 array ``items`` + ``additionalItems`` -> ``prefixItems`` + ``items``."""
-        if isinstance(schema, dict) and isinstance(schema.get("items"), list):
-            schema = dict(schema)
-            schema["prefixItems"] = schema.pop("items")
-            if "additionalItems" in schema:
-                schema["items"] = schema.pop("additionalItems")
-            self._keep.append(schema)
-        return schema
+    def normalize(self, schema, ptr: str):
+        """Draft-07 array ``items`` -> ``prefixItems``; ``not``, ``if``,
+        dependencies -> ``allOf`` (:func:`.json_logic.rewrite`); ``oneOf`` ->
+        ``anyOf`` (a warning unless its branches are provably disjoint).
+        Memoized per schema object."""
+        if not isinstance(schema, dict):
+            return schema
+        hit = self._normal.get(id(schema))
+        if hit is not None:
+            return hit[1]
+        out = schema
+        if isinstance(out.get("items"), list):
+            out = dict(out)
+            out["prefixItems"] = out.pop("items")
+            if "additionalItems" in out:
+                out["items"] = out.pop("additionalItems")
+        out = rewrite(self, out, ptr)
+        if "oneOf" in out:
+            branches = out["oneOf"]
+            if not isinstance(branches, list) or not branches:
+                raise SchemaError("oneOf must be a non-empty array", pointer=_ptr(ptr, "oneOf"))
+            rest = {k: v for k, v in out.items() if k != "oneOf" and k in VALIDATION_KEYWORDS}
+            if not self.provably_disjoint(branches, ptr, rest):
+                self.warn(_ptr(ptr, "oneOf"), "branches may overlap, so oneOf is compiled as anyOf (a value "
+                                              "matching several is accepted)")
+            out = {k: v for k, v in out.items() if k != "oneOf"}
+            if "anyOf" in out:
+                out["allOf"] = [*out.get("allOf", []), {"anyOf": branches}]
+            else:
+                out["anyOf"] = branches
+        self._normal[id(schema)] = (schema, out)
+        if out is not schema:
+            self._keep.append(out)
+        return out
+
+    def provably_disjoint(self, branches: list, ptr: str, rest: dict | None = None) -> bool:
+        """Whether no value can match two of ``branches`` (each conjoined with ``rest``)."""
+        ks = []
+        for i, b in enumerate(branches):
+            bp = _ptr(ptr, "oneOf", i)
+            try:
+                if rest:
+                    b = self.keep(self._conj(rest, b, bp))
+                ks.append(kinds(self, b, bp))
+            except SchemaError:
+                return False
+        return all(disjoint(ks[i], ks[j]) for i in range(len(ks)) for j in range(i + 1, len(ks)))
 
     def _cycle(self, ptr: str, target: str):
         if self.cfg:
@@ -342,9 +436,9 @@ class _Compiler:
         return out
 
     def _ref(self, schema: dict, ptr: str, depth: int) -> Node:
-        target, tptr = resolve_ref(self.root, schema["$ref"], _ptr(ptr, "$ref"))
-        rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
-        if self.cfg and not rest:
+        target, tptr = self.refs.resolve(schema["$ref"], _ptr(ptr, "$ref"), ptr)
+        rest = {k: v for k, v in schema.items() if k != "$ref" and k in VALIDATION_KEYWORDS}
+        if self.cfg and not rest and not self._in_product:
             # every target is a rule; simplify_grammar inlines those that do not recurse
             name = "ref:" + (tptr or "#")
             if name not in self.rules:
@@ -373,8 +467,8 @@ class _Compiler:
         (a rule defined only as itself)."""
         chain = [tptr]
         while isinstance(target, dict) and "$ref" in target and all(
-                k == "$ref" or k in ANNOTATIONS for k in target):
-            target, nxt = resolve_ref(self.root, target["$ref"], _ptr(chain[-1], "$ref"))
+                k == "$ref" or k not in VALIDATION_KEYWORDS for k in target):
+            target, nxt = self.refs.resolve(target["$ref"], _ptr(chain[-1], "$ref"), chain[-1])
             if nxt in chain:
                 raise SchemaError(f"recursive schema: the $ref chain {' -> '.join(p or '#' for p in chain)} "
                                   "comes back to itself without any structure", pointer=_ptr(chain[-1], "$ref"))
@@ -393,32 +487,19 @@ class _Compiler:
         return out
 
     def _any_of(self, schema: dict, ptr: str, depth: int) -> Node:
-        if "anyOf" in schema and "oneOf" in schema:
-            raise SchemaError("anyOf together with oneOf in one schema is not supported yet", pointer=ptr)
-        kw = "anyOf" if "anyOf" in schema else "oneOf"
-        branches = schema[kw]
+        if "oneOf" in schema:  # only from a merge that skipped normalize
+            return self.compile(self.normalize(dict(schema), ptr), ptr, depth)
+        branches = schema["anyOf"]
         if not isinstance(branches, list) or not branches:
-            raise SchemaError(f"{kw} must be a non-empty array", pointer=_ptr(ptr, kw))
-        rest = {k: v for k, v in schema.items() if k != kw and k not in ANNOTATIONS}
-        resolved = []
+            raise SchemaError("anyOf must be a non-empty array", pointer=_ptr(ptr, "anyOf"))
+        rest = {k: v for k, v in schema.items() if k != "anyOf" and k in VALIDATION_KEYWORDS}
+        nodes = []
         for i, b in enumerate(branches):
-            bp = _ptr(ptr, kw, i)
+            bp = _ptr(ptr, "anyOf", i)
             if rest:
-                b = self._conj(rest, b, bp)
-                self._keep.append(b)
-            resolved.append((b, bp))
-        if kw == "oneOf":
-            self._check_disjoint([b for b, _ in resolved], ptr)
-        return ir.alt(*(self.compile(b, bp, depth) for b, bp in resolved))
-
-    def _check_disjoint(self, branches: list, ptr: str) -> None:
-        ks = [kinds(self, b, ptr) for b in branches]
-        for i in range(len(ks)):
-            for j in range(i + 1, len(ks)):
-                if not disjoint(ks[i], ks[j]):
-                    self.warn(_ptr(ptr, "oneOf"), f"branches {i} and {j} may overlap, so oneOf is compiled as "
-                                                  "anyOf (a value matching both is accepted)")
-                    return
+                b = self.keep(self._conj(rest, b, bp))
+            nodes.append(self.compile(b, bp, depth))
+        return ir.alt(*nodes)
 
     # -- const / enum --------------------------------------------------------
 
@@ -437,7 +518,7 @@ class _Compiler:
         rest = {k: v for k, v in schema.items() if k not in ("const", "enum")}
         kept, need_rest = [], False
         for v in dedupe(values):
-            verdict = check(rest, v, ANNOTATIONS)
+            verdict = check(rest, v, frozenset(k for k in rest if k not in VALIDATION_KEYWORDS))
             if verdict is False:
                 continue
             kept.append(v)
@@ -479,8 +560,16 @@ class _Compiler:
         return list(dict.fromkeys(names))
 
     def _typed(self, schema: dict, ptr: str, depth: int) -> Node:
-        """The union over the allowed types of each type's IR (see ``TYPE_BUILDERS``)."""
-        return ir.alt(*(TYPE_BUILDERS[t](self, schema, ptr, depth) for t in self._types(schema, ptr)))
+        """The union over the allowed types of each type's IR (see ``TYPE_BUILDERS``),
+        minus the values of ``$lg:notEnum``."""
+        excluded = schema.get(NOT_ENUM) or []
+        nodes = []
+        for t in self._types(schema, ptr):
+            node = TYPE_BUILDERS[t](self, schema, ptr, depth)
+            if excluded:
+                node = exclude_values(self, node, t, excluded, ptr)
+            nodes.append(node)
+        return ir.alt(*nodes)
 
 
 TYPE_BUILDERS = {

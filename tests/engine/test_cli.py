@@ -72,3 +72,11 @@ def test_generate_json_schema_file(loaded_model, monkeypatch, capsys, tmp_path):
     out, err = capsys.readouterr()
     assert json.loads(out)["ok"] in (True, False)
     assert "(0 jump-forward, 0.0%)" in err
+
+
+def test_serve_usage_errors_exit_2_before_loading(tmp_path, capsys):
+    from leapgen.cli import main
+
+    assert main(["serve", "--max-running", "0"]) == 2
+    assert main(["serve", "--warmup", str(tmp_path / "missing")]) == 2
+    assert "--warmup" in capsys.readouterr().err

@@ -91,20 +91,21 @@ def test_engine_extends_match_from_scratch(llm, monkeypatch):
         events.append(("jump", prompt_uncached + len(new_ids) - min(common_prefix, cached_before)))
         return keep
 
-    real_forward = runner.forward
+    real_forward = runner.batch_forward
 
-    def forward(cache, token_ids):
-        req = llm._waiting[0]
+    def batch_forward(caches, token_lists):
+        assert len(caches) == 1  # one request: a batch of one
+        req = llm.scheduler.running[0]
         full = req.prompt_ids + req.output_ids
-        before = runner.cache_length(cache)
+        before = runner.cache_length(caches[0])
         # What the engine feeds is exactly the request's uncached tail.
-        assert list(token_ids) == full[before:]
-        logits = real_forward(cache, token_ids)
-        events.append(("forward", len(token_ids), full, logits.clone()))
+        assert list(token_lists[0]) == full[before:]
+        logits = real_forward(caches, token_lists)
+        events.append(("forward", len(token_lists[0]), full, logits[0].clone()))
         return logits
 
     monkeypatch.setattr(Request, "replace_output", replace_output)
-    monkeypatch.setattr(runner, "forward", forward)
+    monkeypatch.setattr(runner, "batch_forward", batch_forward)
     out = llm.generate(PERSON_PROMPT, SamplingParams(json_schema=PERSON_SCHEMA, max_tokens=60))[0]
     monkeypatch.undo()
 

@@ -1,0 +1,210 @@
+"""The engine loop in a background thread, for asyncio callers: :class:`AsyncLLM`.
+
+One responsibility: bridge threads. One thread owns the :class:`LLM` and runs
+``step()`` while any request is unfinished; callers on an asyncio event loop
+:meth:`AsyncLLM.submit` requests and read :class:`StreamEvent` objects from
+a :class:`RequestStream` (an ``asyncio.Queue`` fed with
+``loop.call_soon_threadsafe``). Cancelling a stream aborts its request between
+two steps and frees its KV cache.
+
+Events of a stream, in order: one *ready* event (no text) once the request's
+grammar is compiled (or at once when unconstrained), so a server can still
+answer 400 for a bad grammar before it starts streaming; text deltas as the
+output grows (sampled and jump-forwarded text alike); one *final* event
+carrying the :class:`RequestOutput`. A request that fails, a bad grammar
+included, gets only the final event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from leapgen.engine.llm_engine import LLM
+from leapgen.engine.request import FinishReason, Request, RequestOutput
+from leapgen.engine.sampling_params import SamplingParams
+
+logger = logging.getLogger("leapgen.engine")
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One message of a :class:`RequestStream`.
+
+    Attributes
+    ----------
+    delta : str
+        New output text since the previous event ("" for *ready* and often
+        for the final event).
+    output : RequestOutput or None
+        Set on the final event only.
+    """
+
+    delta: str = ""
+    output: RequestOutput | None = None
+
+
+class RequestStream:
+    """The caller's end of one request: ``await stream.get()`` returns the
+    next :class:`StreamEvent`. Create with :meth:`AsyncLLM.submit`."""
+
+    def __init__(self, engine: "AsyncLLM", loop: asyncio.AbstractEventLoop):
+        self._engine = engine
+        self._loop = loop
+        self.queue: asyncio.Queue[StreamEvent] = asyncio.Queue()
+        self.request: Request | None = None  # set by the engine thread
+        self.sent = 0
+        self.ready = False
+        self.done = False
+
+    async def get(self) -> StreamEvent:
+        """The next event (waits for it)."""
+        return await self.queue.get()
+
+    def cancel(self) -> None:
+        """Abort the request (no effect once it finished). Thread-safe."""
+        if not self.done:
+            self._engine._post(("abort", self))
+
+    def _push(self, event: StreamEvent) -> None:
+        """Called on the engine thread."""
+        self._loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+
+class AsyncLLM:
+    """Run an :class:`LLM` in one background thread (the engine loop).
+
+    Parameters
+    ----------
+    llm : LLM
+        Owned by the loop thread from :meth:`start` on; touch it from other
+        threads only to read counters (``llm.stats``).
+    """
+
+    def __init__(self, llm: LLM):
+        self.llm = llm
+        self._inbox: list[tuple] = []
+        self._cond = threading.Condition()
+        self._streams: list[RequestStream] = []
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def start(self) -> None:
+        """Start the loop thread (idempotent)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="leapgen-engine", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop thread and wait for it; unfinished requests are dropped."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    @property
+    def num_requests(self) -> int:
+        """Requests submitted and not yet finished."""
+        return len(self._streams) + len(self._inbox)
+
+    def submit(self, prompt: str | list[dict], params: SamplingParams, *, chat: bool = True) -> RequestStream:
+        """Queue a request from a coroutine (uses the running event loop).
+
+        Returns
+        -------
+        RequestStream
+            Read its events with ``await stream.get()``. A request the engine
+            rejects (an empty prompt, ...) ends with a final event whose
+            output has ``finish_reason="error"``.
+        """
+        stream = RequestStream(self, asyncio.get_running_loop())
+        self._post(("add", stream, prompt, params, chat))
+        return stream
+
+    def _post(self, message: tuple) -> None:
+        with self._cond:
+            self._inbox.append(message)
+            self._cond.notify()
+
+    # -------------------------------------------------------- loop thread
+
+    def _run(self) -> None:
+        llm = self.llm
+        while True:
+            with self._cond:
+                while not self._inbox and not llm.has_unfinished_requests() and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                inbox, self._inbox = self._inbox, []
+            for message in inbox:
+                self._handle(message)
+            if llm.has_unfinished_requests():
+                try:
+                    llm.step()
+                except Exception:  # noqa: BLE001 - a bug in a step fails the batch, not the server
+                    logger.exception("engine step failed; failing the running requests")
+                    llm.fail_running("internal engine error (see the server log)")
+            self._publish()
+
+    def _handle(self, message: tuple) -> None:
+        if message[0] == "abort":
+            stream = message[1]
+            if stream.request is not None and not stream.request.is_finished:
+                self.llm.abort_request(stream.request)
+            return
+        _, stream, prompt, params, chat = message
+        try:
+            stream.request = self.llm.add_request(prompt, params, chat=chat)
+        except ValueError as exc:
+            stream.request = Request(request_id=-1, prompt="", prompt_ids=[], params=params,
+                                     stop_token_ids=frozenset(), generator=None)
+            stream.request.finish(FinishReason.ERROR, exc)
+        self._streams.append(stream)
+
+    def _publish(self) -> None:
+        """Push each stream's new events; forget finished streams."""
+        live = []
+        for stream in self._streams:
+            req = stream.request
+            if req.is_finished:
+                out = self.llm.get_output(req)
+                self._log_finished(out)
+                stream._push(StreamEvent(out.text[stream.sent:], out))
+                stream.done = True
+                continue
+            live.append(stream)
+            if not req.grammar_ready:
+                continue
+            if not stream.ready:
+                stream.ready = True
+                stream._push(StreamEvent())
+            text = self.llm.decode(req.output_ids)
+            safe = len(text.rstrip("\ufffd"))  # an unfinished UTF-8 character
+            if req.params.stop:
+                safe = min(safe, len(text) - max(len(s) for s in req.params.stop) + 1)
+            if safe > stream.sent:
+                stream._push(StreamEvent(text[stream.sent:safe]))
+                stream.sent = safe
+        self._streams = live
+
+    def _log_finished(self, out: RequestOutput) -> None:
+        if out.compile_ms:
+            logger.info("request %d: grammar compiled in %.1f ms", out.request_id, out.compile_ms)
+        hits, misses = self.llm.grammar.mask_cache_counts()
+        rate = 100.0 * hits / (hits + misses) if hits + misses else 0.0
+        logger.info("request %d: %d tokens, jump-forward: %d tokens, finish %s; mask-cache hit rate %.1f%%",
+                    out.request_id, out.completion_tokens, out.jump_forward_tokens, out.finish_reason, rate)
+
+    def describe(self) -> dict[str, Any]:
+        """A snapshot of the counters (read from any thread)."""
+        st = self.llm.stats
+        hits, misses = self.llm.grammar.mask_cache_counts()
+        return {"stats": st, "mask_cache_hits": hits, "mask_cache_misses": misses,
+                "running": len(self.llm.scheduler.running), "waiting": len(self.llm.scheduler.waiting),
+                "kv_tokens": self.llm.num_kv_tokens}

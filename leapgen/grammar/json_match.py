@@ -1,0 +1,164 @@
+"""Matching and emptiness of front-end IR by Brzozowski derivatives, over
+code points (no automaton is built).
+
+The JSON Schema front-end uses this to decide small questions at compile
+time: does the property name ``"foo"`` match a ``patternProperties`` regex or
+a ``propertyNames`` schema, do two patterns overlap. It works on the IR that
+:func:`leapgen.grammar.regex.parse_regex` and the JSON front-end build:
+:class:`ir.Bytes` holding whole UTF-8 characters, ASCII :class:`ir.ByteSet`,
+:class:`ir.CharSet`, and the combinators (``Intersect`` and ``Diff``
+included). Anything else (a non-ASCII byte set, a split character, a rule
+reference) raises :class:`Unsupported`.
+
+Brzozowski, "Derivatives of regular expressions", JACM 11(4), 1964.
+"""
+
+from __future__ import annotations
+
+from . import ir
+from .ir import Node
+
+
+class Unsupported(ValueError):
+    """The IR holds a construct the derivative matcher does not handle."""
+
+
+def nullable(node: Node, memo: dict | None = None) -> bool:
+    """Whether ``node`` matches the empty string."""
+    if memo is not None and node in memo:
+        return memo[node]
+    if isinstance(node, ir.Bytes):
+        out = not node.data
+    elif isinstance(node, (ir.ByteSet, ir.CharSet)):
+        out = False
+    elif isinstance(node, ir.Seq):
+        out = all(nullable(i, memo) for i in node.items)
+    elif isinstance(node, ir.Alt):
+        out = any(nullable(i, memo) for i in node.items)
+    elif isinstance(node, ir.Repeat):
+        out = node.lo == 0 or nullable(node.item, memo)
+    elif isinstance(node, ir.Intersect):
+        out = all(nullable(i, memo) for i in node.items)
+    elif isinstance(node, ir.Diff):
+        out = nullable(node.left, memo) and not nullable(node.right, memo)
+    else:
+        raise Unsupported(f"cannot match {type(node).__name__} at compile time")
+    if memo is not None:
+        memo[node] = out
+    return out
+
+
+def _in(ranges, cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in ranges)
+
+
+def derive(node: Node, cp: int, memo: dict) -> Node:
+    """The derivative of ``node`` by the code point ``cp`` (memoized in ``memo``)."""
+    key = (node, cp)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    if isinstance(node, ir.Bytes):
+        try:
+            text = node.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Unsupported("a literal holds a partial UTF-8 character") from exc
+        out = ir.lit(text[1:]) if text and ord(text[0]) == cp else ir.NOTHING
+    elif isinstance(node, ir.ByteSet):
+        if any(hi >= 0x80 for _, hi in node.ranges):
+            raise Unsupported("a byte set holds non-ASCII bytes")
+        out = ir.EMPTY if _in(node.ranges, cp) else ir.NOTHING
+    elif isinstance(node, ir.CharSet):
+        out = ir.EMPTY if _in(node.ranges, cp) else ir.NOTHING
+    elif isinstance(node, ir.Seq):
+        head, rest = node.items[0], ir.seq(*node.items[1:])
+        out = ir.seq(derive(head, cp, memo), rest)
+        if nullable(head, memo.setdefault("nullable", {})):
+            out = ir.alt(out, derive(rest, cp, memo))
+    elif isinstance(node, ir.Alt):
+        out = ir.alt(*(d for d in (derive(i, cp, memo) for i in node.items) if d != ir.NOTHING))
+    elif isinstance(node, ir.Repeat):
+        if node.hi == 0:
+            out = ir.NOTHING
+        else:
+            lo = 0 if nullable(node.item, memo.setdefault("nullable", {})) else max(node.lo - 1, 0)
+            out = ir.seq(derive(node.item, cp, memo), ir.repeat(node.item, lo, None if node.hi is None else node.hi - 1))
+    elif isinstance(node, ir.Intersect):
+        out = ir.intersect(*(derive(i, cp, memo) for i in node.items))
+    elif isinstance(node, ir.Diff):
+        out = ir.diff(derive(node.left, cp, memo), derive(node.right, cp, memo))
+    else:
+        raise Unsupported(f"cannot match {type(node).__name__} at compile time")
+    memo[key] = out
+    return out
+
+
+def matches(node: Node, text: str, memo: dict | None = None) -> bool:
+    """Whether ``node`` matches ``text`` entirely.
+
+    Raises
+    ------
+    Unsupported
+        See the module docstring.
+    """
+    memo = {} if memo is None else memo
+    for ch in text:
+        node = derive(node, ord(ch), memo)
+        if node == ir.NOTHING:
+            return False
+    return nullable(node, memo.setdefault("nullable", {}))
+
+
+def _boundaries(node: Node, out: set, seen: set) -> None:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if isinstance(n, ir.Bytes):
+            for ch in n.data.decode("utf-8", "replace"):
+                out.add(ord(ch))
+                out.add(ord(ch) + 1)
+        elif isinstance(n, (ir.ByteSet, ir.CharSet)):
+            for lo, hi in n.ranges:
+                out.add(lo)
+                out.add(hi + 1)
+        elif isinstance(n, (ir.Seq, ir.Alt, ir.Intersect)):
+            stack.extend(n.items)
+        elif isinstance(n, ir.Repeat):
+            stack.append(n.item)
+        elif isinstance(n, ir.Diff):
+            stack.extend((n.left, n.right))
+
+
+def is_empty(node: Node, limit: int = 2000) -> bool | None:
+    """Whether ``node`` matches no string at all (None: undecided within ``limit`` derivative states).
+
+    Explores the derivatives by one representative code point per class of
+    code points that every set and literal in ``node`` treats alike.
+    """
+    cuts: set = {0, ir.MAX_UNICODE + 1}
+    try:
+        _boundaries(node, cuts, set())
+        bounds = sorted(c for c in cuts if 0 <= c <= ir.MAX_UNICODE + 1)
+        reps = [lo for lo, hi in zip(bounds, bounds[1:]) if not 0xD800 <= lo <= 0xDFFF]
+        reps += [0xE000] if 0xE000 not in reps else []
+        memo: dict = {}
+        nmemo = memo.setdefault("nullable", {})
+        seen = {node}
+        todo = [node]
+        while todo:
+            n = todo.pop()
+            if nullable(n, nmemo):
+                return False
+            for cp in reps:
+                d = derive(n, cp, memo)
+                if d != ir.NOTHING and d not in seen:
+                    if len(seen) >= limit:
+                        return None
+                    seen.add(d)
+                    todo.append(d)
+        return True
+    except Unsupported:
+        return None

@@ -1,0 +1,154 @@
+"""The OpenAI-compatible HTTP server: :func:`create_app` and :func:`serve`.
+
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``,
+``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text).
+Requests are handled on the asyncio loop; the model runs in the engine loop
+thread of :class:`leapgen.engine.async_llm.AsyncLLM`. Every error is an
+OpenAI-shaped JSON object; a malformed body or grammar is a 400.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from leapgen.engine.async_llm import AsyncLLM
+from leapgen.server.protocol import ChatCompletionRequest, CompletionRequest, error_body, now
+from leapgen.server.serving_chat import create_chat_completion
+from leapgen.server.serving_completions import create_completion
+
+logger = logging.getLogger("leapgen.server")
+
+
+def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tokens: int = 256) -> FastAPI:
+    """The FastAPI application over a started (or startable) engine.
+
+    Parameters
+    ----------
+    engine : AsyncLLM
+        Started on the app's startup if not already.
+    model_name : str, default "default"
+        The id ``/v1/models`` lists and responses carry.
+    default_max_tokens : int, default 256
+        ``max_tokens`` of a request that gives none.
+    """
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI):
+        engine.start()
+        yield
+
+    app = FastAPI(title="leapgen", version=_version(), lifespan=lifespan)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+        return JSONResponse(error_body(f"invalid request: {first.get('msg', exc)} (at {param})", param=param),
+                            status_code=400)
+
+    @app.exception_handler(ValueError)
+    async def _bad_value(_: Request, exc: ValueError) -> JSONResponse:
+        return JSONResponse(error_body(str(exc)), status_code=400)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, http: Request) -> Any:
+        return await create_chat_completion(body, http, engine, model_name, default_max_tokens)
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, http: Request) -> Any:
+        return await create_completion(body, http, engine, model_name, default_max_tokens)
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": now(),
+                                            "owned_by": "leapgen"}]}
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok", "requests": engine.num_requests}
+
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        return PlainTextResponse(render_metrics(engine.describe()), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+def render_metrics(snapshot: dict) -> str:
+    """Prometheus text exposition of :meth:`AsyncLLM.describe`'s snapshot."""
+    st = snapshot["stats"]
+    hits, misses = snapshot["mask_cache_hits"], snapshot["mask_cache_misses"]
+    lines = ["# TYPE leapgen_requests_total counter"]
+    for reason, count in sorted(st.requests_finished.items()):
+        lines.append(f'leapgen_requests_total{{finish_reason="{reason}"}} {count}')
+    counters = {
+        "prompt_tokens_total": st.prompt_tokens, "completion_tokens_total": st.completion_tokens,
+        "jump_forward_tokens_total": st.jump_forward_tokens, "engine_steps_total": st.steps,
+        "forward_passes_total": st.forward_passes, "batched_sequences_total": st.batched_sequences,
+        "grammar_compiles_total": st.compiles, "grammar_compile_ms_total": round(st.compile_ms, 3),
+        "mask_steps_total": st.mask_steps, "mask_fill_ms_total": round(st.mask_fill_ms, 3),
+        "mask_wait_ms_total": round(st.mask_wait_ms, 3), "mask_cache_hits_total": hits,
+        "mask_cache_misses_total": misses,
+    }
+    for name, value in counters.items():
+        lines += [f"# TYPE leapgen_{name} counter", f"leapgen_{name} {value}"]
+    gauges = {"mask_cache_hit_rate": round(hits / (hits + misses), 6) if hits + misses else 0.0,
+              "running_requests": snapshot["running"], "waiting_requests": snapshot["waiting"],
+              "kv_tokens": snapshot["kv_tokens"]}
+    for name, value in gauges.items():
+        lines += [f"# TYPE leapgen_{name} gauge", f"leapgen_{name} {value}"]
+    return "\n".join(lines) + "\n"
+
+
+def warmup(engine: AsyncLLM, folder: str | Path) -> int:
+    """Compile every ``*.json`` JSON Schema in ``folder`` (fills the grammar
+    cache before serving; with the server's default JSON layout). Returns how
+    many compiled; a schema that fails is logged and skipped."""
+    from leapgen.engine.sampling_params import SamplingParams
+
+    count = 0
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            _, ms = engine.llm.grammar.compile(SamplingParams(json_schema=path.read_text(encoding="utf-8")))
+        except (ValueError, OSError) as exc:
+            logger.warning("warm-up: %s: %s", path.name, exc)
+            continue
+        logger.info("warm-up: %s: grammar compiled in %.1f ms", path.name, ms)
+        count += 1
+    return count
+
+
+def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, max_running: int = 16,
+          kv_token_budget: int = 65536, warmup_dir: str | None = None, num_threads: int | None = None) -> None:
+    """Load the model and serve until interrupted (blocks).
+
+    Raises
+    ------
+    leapgen.engine.model_loader.ModelLoadError
+        If the model cannot be loaded.
+    """
+    import uvicorn
+
+    from leapgen.engine.llm_engine import LLM
+
+    llm = LLM(model, num_threads=num_threads, max_running=max_running, kv_token_budget=kv_token_budget)
+    engine = AsyncLLM(llm)
+    if warmup_dir is not None:
+        logger.info("warm-up: %d schemas compiled", warmup(engine, warmup_dir))
+    app = create_app(engine, model_name=model)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="info")
+    finally:
+        engine.stop()
+
+
+def _version() -> str:
+    from leapgen import __version__
+
+    return __version__
