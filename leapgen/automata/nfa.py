@@ -122,6 +122,8 @@ class Nfa:
 
     def embed(self, dfa) -> tuple[int, int]:
         """Copy a byte-level :class:`~leapgen.automata.dfa.Dfa` in as a fragment."""
+        if dfa.n_states == 0:  # the empty language: an entry with no way to the exit
+            return self.new_state(), self.new_state()
         base = [self.new_state() for _ in range(dfa.n_states)]
         end = self.new_state()
         for q in range(dfa.n_states):

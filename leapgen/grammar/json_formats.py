@@ -31,7 +31,28 @@ format         accepted text
 ``ipv6``       RFC 4291 text form (RFC 3986 ``IPv6address``), embedded IPv4
                allowed, no zone id.
 ``ipv4``       dotted quad, each part 0-255 without leading zeros.
+``duration``   RFC 3339 Appendix A ``duration`` (ISO 8601): ``P1Y2M3DT4H5M6S``,
+               ``P2W``, ``PT1M``; every unit after the first is optional
+               but the order is fixed; at least one unit.
+``hostname``   RFC 1123 names: dot-separated labels of 1-63 letters, digits
+               and inner hyphens (the 253-character total is not checked).
+``uri-         RFC 3986 ``URI-reference``: a ``uri`` or a relative reference.
+reference``
+``iri``,       RFC 3987: as ``uri``/``uri-reference`` with the ``ucschar``
+``iri-         (and in queries ``iprivate``) code points allowed raw.
+reference``
+``json-        RFC 6901: ``("/" (char except "/", "~" | "~0" | "~1")*)*``.
+pointer``
+``relative-    a non-negative integer then ``#`` or a JSON pointer.
+json-pointer``
+``uri-         RFC 6570 level 4 templates: literals and ``{op? var[:n|*],...}``.
+template``
 =============  ================================================================
+
+:data:`STANDARD_FORMATS` lists every format the 2020-12 specification
+defines; a missing one (``idn-email``, ``idn-hostname``, ``regex``) is
+ignored with a warning when ``strict_mode=False``, while other names are
+annotations and are ignored silently (SchemaError with ``strict_mode=True``).
 """
 
 from __future__ import annotations
@@ -138,8 +159,34 @@ def _ipv6() -> Node:
     )
 
 
+UCSCHAR = ((0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF), (0x10000, 0x1FFFD), (0x20000, 0x2FFFD),
+           (0x30000, 0x3FFFD), (0x40000, 0x4FFFD), (0x50000, 0x5FFFD), (0x60000, 0x6FFFD), (0x70000, 0x7FFFD),
+           (0x80000, 0x8FFFD), (0x90000, 0x9FFFD), (0xA0000, 0xAFFFD), (0xB0000, 0xBFFFD), (0xC0000, 0xCFFFD),
+           (0xD0000, 0xDFFFD), (0xE1000, 0xEFFFD))
+IPRIVATE = ((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD))
+
+
 def uri() -> Node:
+    return _uri(reference=False, iri=False)
+
+
+def uri_reference() -> Node:
+    return _uri(reference=True, iri=False)
+
+
+def iri() -> Node:
+    return _uri(reference=False, iri=True)
+
+
+def iri_reference() -> Node:
+    return _uri(reference=True, iri=True)
+
+
+def _uri(*, reference: bool, iri: bool) -> Node:
+    """RFC 3986 ``URI`` (``reference``: ``URI-reference``); ``iri``: RFC 3987."""
     unreserved = _cls("-._~", [("a", "z"), ("A", "Z"), ("0", "9")])
+    if iri:
+        unreserved = ir.alt(unreserved, ir.charset(UCSCHAR))
     sub_delims = _cls("!$&'()*+,;=")
     pct = ir.seq(ir.lit("%"), HEXDIG, HEXDIG)
     pchar = ir.alt(unreserved, pct, sub_delims, _cls(":@"))
@@ -157,7 +204,57 @@ def uri() -> Node:
     path_rootless = ir.seq(segment_nz, path_abempty)
     hier = ir.alt(ir.seq(ir.lit("//"), authority, path_abempty), path_absolute, path_rootless, ir.EMPTY)
     qf = ir.star(ir.alt(pchar, _cls("/?")))
-    return ir.seq(scheme, ir.lit(":"), hier, ir.opt(ir.seq(ir.lit("?"), qf)), ir.opt(ir.seq(ir.lit("#"), qf)))
+    query = ir.star(ir.alt(pchar, _cls("/?"), ir.charset(IPRIVATE))) if iri else qf
+    tail = ir.seq(ir.opt(ir.seq(ir.lit("?"), query)), ir.opt(ir.seq(ir.lit("#"), qf)))
+    absolute = ir.seq(scheme, ir.lit(":"), hier, tail)
+    if not reference:
+        return absolute
+    segment_nz_nc = ir.plus(ir.alt(unreserved, pct, sub_delims, ir.lit("@")))
+    path_noscheme = ir.seq(segment_nz_nc, path_abempty)
+    relative = ir.seq(ir.alt(ir.seq(ir.lit("//"), authority, path_abempty), path_absolute, path_noscheme, ir.EMPTY),
+                      tail)
+    return ir.alt(absolute, relative)
+
+
+def duration() -> Node:
+    def unit(letter):
+        return ir.seq(ir.plus(DIGIT), ir.lit(letter))
+    second = unit("S")
+    minute = ir.seq(unit("M"), ir.opt(second))
+    hour = ir.seq(unit("H"), ir.opt(minute))
+    dur_time = ir.seq(ir.lit("T"), ir.alt(hour, minute, second))
+    day = unit("D")
+    month = ir.seq(unit("M"), ir.opt(day))
+    year = ir.seq(unit("Y"), ir.opt(month))
+    dur_date = ir.seq(ir.alt(day, month, year), ir.opt(dur_time))
+    return ir.seq(ir.lit("P"), ir.alt(dur_date, dur_time, unit("W")))
+
+
+def hostname() -> Node:
+    label = ir.seq(ALNUM, ir.opt(ir.seq(ir.repeat(ir.alt(ALNUM, ir.lit("-")), 0, 61), ALNUM)))
+    return ir.seq(label, ir.star(ir.seq(ir.lit("."), label)))
+
+
+def json_pointer() -> Node:
+    unescaped = ir.charset([(0, 0x2E), (0x30, 0x7D), (0x7F, ir.MAX_UNICODE)])
+    return ir.star(ir.seq(ir.lit("/"), ir.star(ir.alt(unescaped, ir.lit("~0"), ir.lit("~1")))))
+
+
+def relative_json_pointer() -> Node:
+    return ir.seq(uint_range(0, None), ir.alt(ir.lit("#"), json_pointer()))
+
+
+def uri_template() -> Node:
+    literal = ir.charset([(0x21, 0x21), (0x23, 0x24), (0x26, 0x26), (0x28, 0x3B), (0x3D, 0x3D), (0x3F, 0x5B),
+                          (0x5D, 0x5D), (0x5F, 0x5F), (0x61, 0x7A), (0x7E, 0x7E), *UCSCHAR, *IPRIVATE])
+    pct = ir.seq(ir.lit("%"), HEXDIG, HEXDIG)
+    varchar = ir.alt(ALNUM, ir.lit("_"), pct)
+    varname = ir.seq(varchar, ir.star(ir.seq(ir.opt(ir.lit(".")), varchar)))
+    modifier = ir.opt(ir.alt(ir.seq(ir.lit(":"), _cls(ranges=[("1", "9")]), ir.repeat(DIGIT, 0, 3)), ir.lit("*")))
+    varspec = ir.seq(varname, modifier)
+    operator = ir.opt(_cls("+#./;?&=,!@|"))
+    expression = ir.seq(ir.lit("{"), operator, varspec, ir.star(ir.seq(ir.lit(","), varspec)), ir.lit("}"))
+    return ir.star(ir.alt(literal, pct, expression))
 
 
 FORMATS: dict[str, Callable[[], Node]] = {
@@ -169,5 +266,19 @@ FORMATS: dict[str, Callable[[], Node]] = {
     "uri": uri,
     "ipv4": ipv4,
     "ipv6": _ipv6,
+    "duration": duration,
+    "hostname": hostname,
+    "uri-reference": uri_reference,
+    "iri": iri,
+    "iri-reference": iri_reference,
+    "json-pointer": json_pointer,
+    "relative-json-pointer": relative_json_pointer,
+    "uri-template": uri_template,
 }
 """Supported ``format`` names -> builder of the string-content IR."""
+
+STANDARD_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+    "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex"})
+"""The formats JSON Schema 2020-12 defines (section 7.3 of the validation spec)."""

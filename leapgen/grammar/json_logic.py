@@ -4,7 +4,8 @@
 * ``not: S`` -> :func:`negate` (a schema for the complement of ``S`` within
   JSON values), merged into the parent with ``allOf``.
 * ``if: I, then: T, else: E`` -> ``anyOf: [allOf [I, T], allOf [not I, E]]``
-  (``anyOf [not I, T]`` without ``else``, ``anyOf [I, E]`` without ``then``).
+  (a missing ``then``/``else`` is ``true``; the ``if`` schema stays in the
+  first branch so that ``unevaluatedProperties`` sees its annotations).
 * ``dependentRequired: {a: [b...]}`` (and draft-07 ``dependencies`` with an
   array) -> ``anyOf: [a absent, required [a, b...]]``; ``dependentSchemas:
   {a: S}`` (``dependencies`` with a schema) -> ``anyOf: [a absent,
@@ -136,7 +137,7 @@ def _negate_keyword(c, key: str, arg, schema: dict, kptr: str, ptr: str, depth: 
         target, tptr = c.refs.resolve(arg, kptr, ptr)
         return negate(c, target, tptr, depth + 1)
     if key == "not":
-        return arg
+        return blind(c, arg, kptr, depth + 1)
     if key == "allOf":
         return any_of([negate(c, b, join_pointer(kptr, i), depth + 1) for i, b in enumerate(_list(arg, kptr))])
     if key == "anyOf" or (key == "oneOf" and c.provably_disjoint(_list(arg, kptr), ptr)):
@@ -145,7 +146,7 @@ def _negate_keyword(c, key: str, arg, schema: dict, kptr: str, ptr: str, depth: 
         then, els = schema.get("then", True), schema.get("else", True)
         n_then, n_else = negate(c, then, ptr + "/then", depth + 1), negate(c, els, ptr + "/else", depth + 1)
         n_if = negate(c, arg, kptr, depth + 1) if n_else is not False else False
-        return any_of([all_of([arg, n_then]), all_of([n_if, n_else])])
+        return any_of([all_of([blind(c, arg, kptr, depth + 1), n_then]), all_of([n_if, n_else])])
     if key in ("enum", "const"):
         values = _list(arg, kptr) if key == "enum" else [arg]
         for v in values:
@@ -213,6 +214,50 @@ def _negate_keyword(c, key: str, arg, schema: dict, kptr: str, ptr: str, depth: 
     return False  # unknown keyword: no constraint, so no complement
 
 
+_BLIND_RISKY = ("prefixItems", "items", "additionalItems", "contains", "patternProperties", "unevaluatedItems",
+                "unevaluatedProperties", "$dynamicRef")
+
+
+def blind(c, schema, ptr: str, depth: int = 0):
+    """``schema`` as it constrains a value from inside a ``not``, where it
+    evaluates no property for a parent's ``unevaluatedProperties``:
+    ``properties`` become ``$lg:props`` (same constraint, no evaluation).
+
+    Raises
+    ------
+    SchemaError
+        Keywords whose evaluation cannot be hidden that way (``items``,
+        ``patternProperties``, a non-false ``additionalProperties``, ...).
+    """
+    if not isinstance(schema, dict):
+        return schema
+    if depth > MAX_NEGATION_DEPTH:
+        raise SchemaError("not: the negated schema nests too deep (or is recursive)", pointer=ptr)
+    out = {}
+    parts = []
+    for key, arg in schema.items():
+        kptr = join_pointer(ptr, key)
+        if key in _BLIND_RISKY or (key == "additionalProperties" and arg is not False):
+            raise SchemaError(f"not: {key!r} inside a double negation or a negated if is not supported yet",
+                              pointer=kptr)
+        if key == "properties" and isinstance(arg, dict):
+            parts.append({PROPS: arg})
+        elif key == "$ref":
+            target, tptr = c.refs.resolve(arg, kptr, ptr)
+            parts.append(blind(c, target, tptr, depth + 1))
+        elif key in ("allOf", "anyOf", "oneOf") and isinstance(arg, list):
+            out[key] = [blind(c, b, join_pointer(kptr, i), depth + 1) for i, b in enumerate(arg)]
+        elif key in ("if", "then", "else"):
+            out[key] = blind(c, arg, kptr, depth + 1)
+        elif key == "dependentSchemas" and isinstance(arg, dict):
+            out[key] = {n: blind(c, v, join_pointer(kptr, n), depth + 1) for n, v in arg.items()}
+        else:
+            out[key] = arg
+    if parts:
+        out["allOf"] = [*out.get("allOf", []), *parts]
+    return out
+
+
 def _some_absent(names: list) -> dict:
     if not names:
         return {"anyOf": []}
@@ -247,14 +292,14 @@ def rewrite(c, schema: dict, ptr: str) -> dict:
     if "if" in schema:
         cond, then, els = schema["if"], schema.get("then", True), schema.get("else", True)
         iptr = join_pointer(ptr, "if")
-        if then is True and els is True:
-            pass
-        elif els is True:
-            extra.append(any_of([negate(c, cond, iptr), then]))
-        elif then is True:
-            extra.append(any_of([cond, els]))
-        else:
-            extra.append(any_of([all_of([cond, then]), all_of([negate(c, cond, iptr), els])]))
+        unevaluated = "unevaluatedProperties" in schema or "unevaluatedItems" in schema
+        if then is not True or els is not True or unevaluated:
+            # the if schema stays in its branch: its annotations count for unevaluated*
+            try:
+                extra.append(any_of([all_of([cond, then]), all_of([negate(c, cond, iptr), els])]))
+            except SchemaError:
+                if then is not True or els is not True:
+                    raise
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     for key in ("dependentRequired", "dependencies", "dependentSchemas"):
         if key not in schema:

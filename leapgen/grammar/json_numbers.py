@@ -258,3 +258,127 @@ def number_range(lo: Decimal | None, lo_excl: bool, hi: Decimal | None, hi_excl:
         m_hi = None if lo is None else -lo
         parts.append(ir.seq(_MINUS, magnitude_range(m_lo, m_excl, m_hi, lo_excl)))
     return ir.alt(*parts)
+
+
+# ---------------------------------------------------------------------------
+# multipleOf, non-integers, the spellings of one value
+# ---------------------------------------------------------------------------
+
+NO_EXPONENT = ir.seq(ir.opt(_MINUS), _UINT, _ANY_FRAC)
+"""Every JSON number spelling without an exponent."""
+
+NON_INTEGER_NUMBER = ir.seq(ir.opt(_MINUS), _UINT, ir.lit("."), ir.star(DIGIT), NONZERO, ir.star(DIGIT))
+"""Numbers that are not integer-valued, spelled without an exponent."""
+
+MAX_MULTIPLES = 2000
+"""Most residues (or range members) :func:`multiple_of` enumerates."""
+
+
+def decimal_spellings(value, *, integer: bool = False) -> Node:
+    """The spellings without exponent of one numeric value: ``1.5``,
+    ``1.50``, ...; ``integer=True``: only the integer spelling (and ``-0``
+    for 0)."""
+    d = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+    sign = "-" if d < 0 else ""
+    ip, fp = _split(abs(d))
+    zero = d == 0
+    if integer:
+        return ir.alt(ir.lit(f"{sign}{ip}"), *([ir.lit("-0")] if zero else []))
+    head = ir.alt(ir.lit("0"), ir.lit("-0")) if zero else ir.lit(f"{sign}{ip}")
+    if fp:
+        return ir.seq(head, ir.lit("." + fp), ir.star(ir.lit("0")))
+    return ir.seq(head, ir.opt(ir.seq(ir.lit("."), ir.plus(ir.lit("0")))))
+
+
+def _digit_strings(values, width: int) -> Node:
+    from .json_strings import literal_trie
+    return literal_trie(format(v, f"0{width}d").encode() if width else str(v).encode() for v in values)
+
+
+def _pow10_divisor(q: int) -> int | None:
+    """The least j with q | 10**j (None when q has another prime factor)."""
+    j, r = 0, q
+    while r % 2 == 0:
+        r //= 2
+        j += 1
+    k = 0
+    while r % 5 == 0:
+        r //= 5
+        k += 1
+    return max(j, k) if r == 1 else None
+
+
+def int_multiples(q: int, lo: int | None = None, hi: int | None = None) -> Node | None:
+    """Integer spellings (``-?(0|[1-9][0-9]*)``) of the multiples of ``q``
+    (None when not expressible: see :func:`multiple_of`)."""
+    if q == 1:
+        return ir.seq(ir.opt(_MINUS), _UINT)
+    j = _pow10_divisor(q)
+    if j is not None and 10 ** j // q <= MAX_MULTIPLES:
+        residues = range(0, 10 ** j, q)
+        small = _digit_strings([r for r in residues], 0)  # magnitudes below 10**j
+        big = ir.seq(NONZERO, ir.star(DIGIT), _digit_strings(residues, j))
+        mag = ir.alt(small, big)
+        return ir.seq(ir.opt(_MINUS), mag)
+    if lo is not None and hi is not None and (hi - lo) // q <= MAX_MULTIPLES:
+        first = -(-lo // q) * q
+        vals = list(range(first, hi + 1, q))
+        from .json_strings import literal_trie
+        texts = [str(v).encode() for v in vals] + ([b"-0"] if 0 in vals else [])
+        return literal_trie(texts)
+    return None
+
+
+def multiple_of(arg, *, integer: bool, lo: int | None = None, hi: int | None = None, ptr: str = "") -> Node:
+    """The spellings of the multiples of ``arg`` (``multipleOf``).
+
+    With ``m = p * 10**-k`` (``p`` an integer): an integer ``v`` qualifies
+    when ``v`` is a multiple of ``p / gcd(p, 10**k)``, expressible when that
+    divides a power of ten (a residue test on the last digits) or when the
+    range ``[lo, hi]`` holds at most :data:`MAX_MULTIPLES` multiples
+    (enumerated). A number qualifies when written without an exponent with at
+    most ``k`` significant fraction digits and, for ``p > 1``, when ``p``
+    divides ``10**k`` (a test on the fraction digits) or ``k == 0`` (an
+    integer multiple of ``p`` with an all-zero fraction).
+
+    Raises
+    ------
+    SchemaError
+        ``arg`` is not a positive number, or the multiples are not
+        expressible as above.
+    """
+    from leapgen.errors import SchemaError
+
+    if isinstance(arg, bool) or not isinstance(arg, (int, float)) or not arg > 0 or arg != arg:
+        raise SchemaError("multipleOf must be a positive number", pointer=ptr)
+    d = (Decimal(arg) if isinstance(arg, int) else Decimal(repr(arg))).normalize()
+    _, digits, exp = d.as_tuple()
+    p = int("".join(map(str, digits)))
+    if exp >= 0:
+        p, k = p * 10 ** exp, 0
+    else:
+        k = -exp
+    unsupported = SchemaError(f"multipleOf {arg!r} is not supported for this type (supported: divisors of a "
+                              "power of ten, their decimal fractions, or a small bounded range)", pointer=ptr)
+    if integer:
+        import math
+        q = p // math.gcd(p, 10 ** k)
+        node = int_multiples(q, lo, hi)
+        if node is None:
+            raise unsupported
+        return node
+    zeros = ir.seq(ir.lit("."), ir.plus(ir.lit("0")))
+    if k == 0:
+        ints = int_multiples(p)
+        if ints is None:
+            raise unsupported
+        return ir.seq(ints, ir.opt(zeros))
+    if p == 1:
+        frac = ir.alt(ir.seq(ir.lit("."), ir.repeat(DIGIT, 1, k), ir.star(ir.lit("0"))), zeros)
+        return ir.seq(ir.opt(_MINUS), _UINT, ir.opt(frac))
+    if (10 ** k) % p or 10 ** k // p > MAX_MULTIPLES:
+        raise unsupported
+    stripped = sorted({format(f, f"0{k}d").rstrip("0") for f in range(0, 10 ** k, p)} - {""})
+    from .json_strings import literal_trie
+    frac = ir.alt(zeros, ir.seq(ir.lit("."), literal_trie(s.encode() for s in stripped), ir.star(ir.lit("0"))))
+    return ir.seq(ir.opt(_MINUS), _UINT, ir.opt(frac))

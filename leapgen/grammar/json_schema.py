@@ -115,24 +115,16 @@ from leapgen.errors import SchemaError
 from . import ir
 from .ir import Node
 from .cfg import simplify_grammar
+from .json_applicators import ANNOTATIONS, Applicators
 from .json_containers import compile_array
 from .json_formats import FORMATS, STANDARD_FORMATS
 from .json_layout import ANY_VALUE_DEPTH, Layout, any_value, any_value_rule, make_layout
-from .json_logic import rewrite
 from .json_merge import (ABSENT, MISSING, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS, TYPE_NAMES,
-                         VALIDATION_KEYWORDS, close_child, conj, disjoint, kinds)
+                         VALIDATION_KEYWORDS)
 from .json_objects import compile_object
 from .json_refs import RefIndex, join_pointer
 from .json_scalars import compile_integer, compile_number, compile_string, exclude_values
 from .json_values import check, check_json_value, dedupe, json_equal, values_node
-
-ANNOTATIONS = frozenset({
-    "title", "description", "default", "examples", "$comment", "$schema", "$id", "$anchor",
-    "$dynamicAnchor", "$vocabulary", "deprecated", "readOnly", "writeOnly", "contentEncoding",
-    "contentMediaType", "contentSchema", "$defs", "definitions", "discriminator", "nullable",
-})
-"""Keywords that never affect validation (``nullable``/``discriminator`` are
-OpenAPI annotations)."""
 
 TYPE_KEYWORDS = {
     "object": ("properties", "required", "additionalProperties", "unevaluatedProperties", "patternProperties",
@@ -145,13 +137,13 @@ TYPE_KEYWORDS = {
 }
 KEYWORD_TYPE = {k: t for t, ks in TYPE_KEYWORDS.items() for k in ks}
 APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else")
-SUPPORTED = frozenset({"type", "enum", "const", NOT_ENUM, *APPLICATORS, *KEYWORD_TYPE})
-
 UNSUPPORTED = {
     "contains": None, "minContains": None, "maxContains": None, "$dynamicRef": None, "$recursiveRef": None,
 }
 """Validation keywords leapgen cannot enforce yet -> the one argument value
 that makes the keyword a no-op (``None``: none)."""
+
+SUPPORTED = frozenset({"type", "enum", "const", NOT_ENUM, *APPLICATORS, *KEYWORD_TYPE}) - UNSUPPORTED.keys()
 
 
 MAX_WARNINGS = 50
@@ -227,7 +219,7 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
 _ptr = join_pointer
 
 
-class _Compiler:
+class _Compiler(Applicators):
     """One compilation: the root document, layout, caches and warnings."""
 
     ignored_keywords = ANNOTATIONS
@@ -265,7 +257,7 @@ class _Compiler:
             if ANY_RULE not in self.rules:
                 self.rules[ANY_RULE] = any_value_rule(self.layout, ANY_RULE)
             return ir.RuleRef(ANY_RULE)
-        why = ("inside an intersection" if self.cfg else
+        why = ("inside an enum/const or propertyNames intersection" if self.cfg else
                "with the indent layout" if self.layout.depth_dependent else "with cfg=False")
         self.warn(ptr, f"any JSON value allowed here, but containers inside it may nest at most {ANY_VALUE_DEPTH} "
                        f"deep ({why}; deeper values are rejected)")
@@ -340,166 +332,6 @@ class _Compiler:
                 raise SchemaError(f"keyword {key!r} is not supported yet", pointer=_ptr(ptr, key))
             if self.strict:
                 self.warn(_ptr(ptr, key), f"unknown keyword {key!r} ignored")
-
-    # -- applicators ---------------------------------------------------------
-
-    def _deref(self, schema, ptr: str, *, merging: bool = True):
-        """Follow ``$ref`` chains and ``allOf``; normalise (see :meth:`normalize`).
-
-        ``merging``: the result will be merged into a schema being compiled,
-        so a target already being compiled is a recursion that cannot be
-        merged. Returns (schema, pointer, ref targets visited).
-        """
-        seen = []
-        schema = self.normalize(schema, ptr)
-        while isinstance(schema, dict) and ("$ref" in schema or "allOf" in schema):
-            if "$ref" in schema:
-                target, tptr = self.refs.resolve(schema["$ref"], _ptr(ptr, "$ref"), ptr)
-                if tptr in seen or (merging and tptr in self._ref_stack):
-                    self._cycle(ptr, tptr)
-                seen.append(tptr)
-                rest = {k: v for k, v in schema.items() if k != "$ref" and k in VALIDATION_KEYWORDS}
-                schema, ptr = (target, tptr) if not rest else (self._conj(rest, target, ptr), ptr)
-            else:
-                schema = self._merge_all_of(schema, ptr)
-            schema = self.normalize(schema, ptr)
-        return schema, ptr, seen
-
-    def normalize(self, schema, ptr: str):
-        """Draft-07 array ``items`` -> ``prefixItems``; ``not``, ``if``,
-        dependencies -> ``allOf`` (:func:`.json_logic.rewrite`); ``oneOf`` ->
-        ``anyOf`` (a warning unless its branches are provably disjoint).
-        Memoized per schema object."""
-        if not isinstance(schema, dict):
-            return schema
-        hit = self._normal.get(id(schema))
-        if hit is not None:
-            return hit[1]
-        out = schema
-        if isinstance(out.get("items"), list):
-            out = dict(out)
-            out["prefixItems"] = out.pop("items")
-            if "additionalItems" in out:
-                out["items"] = out.pop("additionalItems")
-        out = rewrite(self, out, ptr)
-        if "oneOf" in out:
-            branches = out["oneOf"]
-            if not isinstance(branches, list) or not branches:
-                raise SchemaError("oneOf must be a non-empty array", pointer=_ptr(ptr, "oneOf"))
-            rest = {k: v for k, v in out.items() if k != "oneOf" and k in VALIDATION_KEYWORDS}
-            if not self.provably_disjoint(branches, ptr, rest):
-                self.warn(_ptr(ptr, "oneOf"), "branches may overlap, so oneOf is compiled as anyOf (a value "
-                                              "matching several is accepted)")
-            out = {k: v for k, v in out.items() if k != "oneOf"}
-            if "anyOf" in out:
-                out["allOf"] = [*out.get("allOf", []), {"anyOf": branches}]
-            else:
-                out["anyOf"] = branches
-        self._normal[id(schema)] = (schema, out)
-        if out is not schema:
-            self._keep.append(out)
-        return out
-
-    def provably_disjoint(self, branches: list, ptr: str, rest: dict | None = None) -> bool:
-        """Whether no value can match two of ``branches`` (each conjoined with ``rest``)."""
-        ks = []
-        for i, b in enumerate(branches):
-            bp = _ptr(ptr, "oneOf", i)
-            try:
-                if rest:
-                    b = self.keep(self._conj(rest, b, bp))
-                ks.append(kinds(self, b, bp))
-            except SchemaError:
-                return False
-        return all(disjoint(ks[i], ks[j]) for i in range(len(ks)) for j in range(i + 1, len(ks)))
-
-    def _cycle(self, ptr: str, target: str):
-        if self.cfg:
-            why = "a $ref with sibling keywords (or a chain of $ref) that recurses is not supported yet"
-        elif self.layout.depth_dependent:
-            why = "recursive schemas cannot be compiled with the indent layout (indentation grows with depth)"
-        else:
-            why = "recursive schemas need the CFG support (pass cfg=True)"
-        raise SchemaError(f"recursive schema: $ref to {target or '#'} refers back to itself; {why}",
-                          pointer=_ptr(ptr, "$ref"))
-
-    def _conj(self, parent, child, ptr: str):
-        """``parent`` and ``child`` (a ``$ref`` target or an applicator branch) as one schema."""
-        parent, _, _ = self._deref(parent, ptr)
-        child, _, _ = self._deref(child, ptr)
-        return conj(parent, self._close_child(child, ptr), ptr, ANNOTATIONS)
-
-    def _close_child(self, schema, ptr: str):
-        out = close_child(schema, ptr)
-        if out is not schema:
-            self._keep.append(out)
-        return out
-
-    def _ref(self, schema: dict, ptr: str, depth: int) -> Node:
-        target, tptr = self.refs.resolve(schema["$ref"], _ptr(ptr, "$ref"), ptr)
-        rest = {k: v for k, v in schema.items() if k != "$ref" and k in VALIDATION_KEYWORDS}
-        if self.cfg and not rest and not self._in_product:
-            # every target is a rule; simplify_grammar inlines those that do not recurse
-            name = "ref:" + (tptr or "#")
-            if name not in self.rules:
-                self._check_ref_chain(target, tptr)
-                self.rules[name] = ir.NOTHING  # placeholder while the body is compiled
-                self._ref_stack.append(tptr)
-                try:
-                    self.rules[name] = self.compile(target, tptr, depth)
-                finally:
-                    self._ref_stack.pop()
-            return ir.RuleRef(name)
-        if tptr in self._ref_stack:
-            self._cycle(ptr, tptr)
-        self._ref_stack.append(tptr)
-        try:
-            if not rest:
-                return self.compile(target, tptr, depth)
-            merged = self._conj(rest, target, ptr)
-            self._keep.append(merged)
-            return self.compile(merged, ptr, depth)
-        finally:
-            self._ref_stack.pop()
-
-    def _check_ref_chain(self, target, tptr: str) -> None:
-        """Reject a chain of bare ``$ref`` that comes back to where it started
-        (a rule defined only as itself)."""
-        chain = [tptr]
-        while isinstance(target, dict) and "$ref" in target and all(
-                k == "$ref" or k not in VALIDATION_KEYWORDS for k in target):
-            target, nxt = self.refs.resolve(target["$ref"], _ptr(chain[-1], "$ref"), chain[-1])
-            if nxt in chain:
-                raise SchemaError(f"recursive schema: the $ref chain {' -> '.join(p or '#' for p in chain)} "
-                                  "comes back to itself without any structure", pointer=_ptr(chain[-1], "$ref"))
-            chain.append(nxt)
-
-    def _merge_all_of(self, schema: dict, ptr: str):
-        branches = schema["allOf"]
-        if not isinstance(branches, list) or not branches:
-            raise SchemaError("allOf must be a non-empty array", pointer=_ptr(ptr, "allOf"))
-        out = {k: v for k, v in schema.items() if k != "allOf"}
-        for i, b in enumerate(branches):
-            bp = _ptr(ptr, "allOf", i)
-            b, _, _ = self._deref(b, bp)
-            out = conj(out, self._close_child(b, bp), bp, ANNOTATIONS)
-        self._keep.append(out)
-        return out
-
-    def _any_of(self, schema: dict, ptr: str, depth: int) -> Node:
-        if "oneOf" in schema:  # only from a merge that skipped normalize
-            return self.compile(self.normalize(dict(schema), ptr), ptr, depth)
-        branches = schema["anyOf"]
-        if not isinstance(branches, list) or not branches:
-            raise SchemaError("anyOf must be a non-empty array", pointer=_ptr(ptr, "anyOf"))
-        rest = {k: v for k, v in schema.items() if k != "anyOf" and k in VALIDATION_KEYWORDS}
-        nodes = []
-        for i, b in enumerate(branches):
-            bp = _ptr(ptr, "anyOf", i)
-            if rest:
-                b = self.keep(self._conj(rest, b, bp))
-            nodes.append(self.compile(b, bp, depth))
-        return ir.alt(*nodes)
 
     # -- const / enum --------------------------------------------------------
 

@@ -162,7 +162,7 @@ def dedupe(values: Sequence) -> list:
 
 
 _CHECKABLE = {"type", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-              "exclusiveMaximum", "minItems", "maxItems", "const", "enum"}
+              "exclusiveMaximum", "minItems", "maxItems", "const", "enum", "$lg:notEnum"}
 
 
 def check(schema: dict, value, ignored: frozenset) -> bool | None:
@@ -206,5 +206,8 @@ def check(schema: dict, value, ignored: frozenset) -> bool | None:
                 return False
         elif key == "enum":
             if not any(json_equal(value, a) for a in arg):
+                return False
+        elif key == "$lg:notEnum":  # json_merge.NOT_ENUM
+            if any(json_equal(value, a) for a in arg):
                 return False
     return verdict

@@ -1,15 +1,16 @@
 """BatchGrammarMatcher: the verbs of :class:`GrammarMatcher` over a batch.
 
 Filling a row whose state was seen before is a ~1-3 µs copy of a cached row;
-a row seen for the first time is a vectorized numpy walk of the whole
-vocabulary (~1-20 ms on a 128k vocabulary), which holds the GIL for most of
-its Python-level steps. Measured on the 2-core benchmark machine (Llama-3,
-batch 64): cached rows take 58 µs in a plain loop and more through any pool;
-64 new rows of the benchmark grammars take 73-76 ms serially and 78-92 ms on
-two threads. Threads do not pay, so ``max_threads="auto"`` fills serially.
-An explicit ``max_threads > 1`` computes each *new* state's row once on a
-pool (matchers in the same state share it) and then copies every row
-serially, for machines where that measures faster.
+a row seen for the first time is a walk of the vocabulary trie (~2 ms on a
+128k vocabulary; the numba kernel releases the GIL) or, for a context-free
+grammar, up to tens of ms of mostly Python work. Measured on the 2-core
+benchmark machine (Llama-3, batch 64; ``benchmarks/README.md``): cached rows
+take ~58 µs in a plain loop and more through any pool; 64 new rows took
+73.2 ms serially and 70.6 ms on two threads (medians of 10 interleaved
+trials, within the noise of a shared machine). Threads do not pay reliably,
+so ``max_threads="auto"`` fills serially. An explicit ``max_threads > 1``
+computes each *new* state's row once on a pool (matchers in the same state
+share it) and then copies every row serially, for machines with more cores.
 """
 
 from __future__ import annotations

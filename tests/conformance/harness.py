@@ -4,10 +4,16 @@ Method: a schema is compiled with ``strict_mode=False`` (the specification's
 semantics) in the compact layout; an instance counts as accepted when one of
 its serializations in that layout (``json.dumps`` with ``(",", ":")``
 separators, keys in instance order or in the schema's property order) is a
-complete match. A MaskBench *pass* is a schema that compiled without warnings
-and got every valid instance accepted and every invalid one rejected.
-*Unsound* counts invalid instances accepted by a schema that compiled without
-warnings: it must stay 0.
+complete match. A schema that admits no value at all (``false``, ``not: {}``)
+counts as compiled, to the empty language, and rejects every instance (leapgen
+refuses to compile it with a SchemaError saying so). A compile that exceeds
+:data:`COMPILE_LIMIT_S` fails. A MaskBench *pass* is a schema that compiled
+without warnings and got every valid instance accepted and every invalid one
+rejected. *Unsound* counts invalid instances accepted by a schema that
+compiled without warnings: it must stay 0.
+
+Suite files: every keyword file of draft 2020-12 plus ``optional/format/*``
+(keyed by their path without ``.json``).
 
 Run ``python -m tests.conformance.harness --update`` to regenerate the ratchet
 baseline (``baseline.json`` beside this file) after an improvement.
@@ -32,13 +38,33 @@ BASELINE = Path(__file__).with_name("baseline.json")
 SUBSETS = ("Github_trivial", "Github_easy", "Github_medium", "Github_hard", "Github_ultra", "Glaiveai2K",
            "JsonSchemaStore", "Kubernetes", "Snowplow", "WashingtonPost")
 CI_SAMPLE_PER_SUBSET = 25
+COMPILE_LIMIT_S = 10.0
 SEPARATORS = (",", ":")
+UNSATISFIABLE = "the schema admits no JSON value"
 
 
-def byte_compiler() -> leapgen.GrammarCompiler:
+class _EmptyLanguage:
+    """Stands for a schema compiled to the empty language (rejects everything)."""
+
+    warnings = ()
+
+
+EMPTY = _EmptyLanguage()
+
+
+def byte_compiler(limit_s: float | None = COMPILE_LIMIT_S) -> leapgen.GrammarCompiler:
     """A compiler over a vocabulary of the 256 single bytes (exact and fast for acceptance)."""
     info = leapgen.TokenizerInfo([bytes([i]) for i in range(256)] + [b""], "raw", stop_token_ids=[256])
-    return leapgen.GrammarCompiler(info, cache_entries=0)
+    return leapgen.GrammarCompiler(info, cache_entries=0, max_compile_seconds=limit_s)
+
+
+def suite_files() -> list[Path]:
+    """The 2020-12 keyword files and ``optional/format`` files, sorted."""
+    return sorted(SUITE_DIR.glob("*.json")) + sorted((SUITE_DIR / "optional" / "format").glob("*.json"))
+
+
+def suite_key(path: Path) -> str:
+    return path.relative_to(SUITE_DIR).with_suffix("").as_posix()
 
 
 def _schema_order(schema, data, root, depth=0):
@@ -77,25 +103,37 @@ def _schema_order(schema, data, root, depth=0):
 
 def accepts(compiled, schema, data) -> bool:
     """Whether some compact serialization of ``data`` is a complete match."""
-    texts = {json.dumps(data, separators=SEPARATORS, ensure_ascii=False)}
-    try:
-        texts.add(json.dumps(_schema_order(schema, data, schema), separators=SEPARATORS, ensure_ascii=False))
-    except (TypeError, ValueError, RecursionError):
-        pass
-    for text in texts:
+    if compiled is EMPTY:
+        return False
+    for text in serializations(schema, data):
         m = leapgen.GrammarMatcher(compiled)
         if m.accept_string(text) and m.is_completed():
             return True
     return False
 
 
+def serializations(schema, data) -> list[str]:
+    """The compact JSON texts of ``data`` tried: keys in instance order, and in
+    the schema's property order."""
+    texts = [json.dumps(data, separators=SEPARATORS, ensure_ascii=False)]
+    try:
+        other = json.dumps(_schema_order(schema, data, schema), separators=SEPARATORS, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        other = texts[0]
+    if other != texts[0]:
+        texts.append(other)
+    return texts
+
+
 def compile_schema(compiler, schema):
-    """(compiled or None, error text or None, compile seconds)."""
+    """(compiled, :data:`EMPTY` or None; error text or None; compile seconds)."""
     t0 = time.perf_counter()
     try:
         compiled = compiler.compile_json_schema(schema, any_whitespace=False, separators=SEPARATORS, strict_mode=False)
         return compiled, None, time.perf_counter() - t0
     except (LeapgenError, RecursionError) as e:
+        if UNSATISFIABLE in str(e):
+            return EMPTY, None, time.perf_counter() - t0
         return None, f"{type(e).__name__}: {e}"[:300], time.perf_counter() - t0
 
 
@@ -103,7 +141,7 @@ def run_test_suite(compiler=None) -> dict:
     """Per keyword file of the 2020-12 suite: tests, passed, unsound, groups not compiled."""
     compiler = compiler or byte_compiler()
     results = {}
-    for path in sorted(SUITE_DIR.glob("*.json")):
+    for path in suite_files():
         r = {"tests": 0, "passed": 0, "unsound": 0, "groups_not_compiled": 0}
         for group in json.loads(path.read_text()):
             compiled, err, _ = compile_schema(compiler, group["schema"])
@@ -115,7 +153,7 @@ def run_test_suite(compiler=None) -> dict:
                 got = accepts(compiled, group["schema"], t["data"])
                 r["passed"] += got == t["valid"]
                 r["unsound"] += got and not t["valid"] and not compiled.warnings
-        results[path.stem] = r
+        results[suite_key(path)] = r
     return results
 
 
@@ -135,12 +173,13 @@ def run_jsonschemabench(per_subset: int | None = CI_SAMPLE_PER_SUBSET, seed: int
     results = {}
     for subset in SUBSETS:
         r = {"schemas": 0, "compiled": 0, "no_warnings": 0, "passed": 0, "valid": 0, "valid_accepted": 0,
-             "invalid": 0, "invalid_rejected": 0, "unsound": 0, "compile_ms": []}
+             "invalid": 0, "invalid_rejected": 0, "unsound": 0, "compile_ms": [], "errors": []}
         for row in bench_sample(subset, per_subset, seed):
             schema = json.loads((BENCH_DIR / row["schema_file"]).read_text())
             r["schemas"] += 1
             compiled, err, secs = compile_schema(compiler, schema)
             if compiled is None:
+                r["errors"].append(err)
                 continue
             r["compiled"] += 1
             r["compile_ms"].append(round(secs * 1e3, 2))

@@ -176,7 +176,8 @@ def test_metrics_move(server, client):
         return {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if not line.startswith("#")}
 
     before = scrape()
-    client.completions.create(model="default", prompt="x", max_tokens=6, extra_body={"regex": "[a-z]+ = [0-9]"})
+    client.completions.create(model="default", prompt="x", max_tokens=6, temperature=0,
+                              extra_body={"regex": "id = [0-9]{2}"})
     after = scrape()
     for name in ("leapgen_completion_tokens_total", "leapgen_jump_forward_tokens_total",
                  "leapgen_mask_steps_total", "leapgen_forward_passes_total"):
