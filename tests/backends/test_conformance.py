@@ -47,13 +47,14 @@ def _compile(backend, kind, source):
     return backend.compile_grammar(source)
 
 
-def _compiled_or_skip(backend, kind, source):
-    try:
-        return _compile(backend, kind, source)
-    except GrammarError as e:
-        if backend.name == "outlines-core" and kind == "ebnf":
-            pytest.skip("outlines-core has no context-free grammars")
-        raise e
+NO_CFG = {"outlines-core"}  # backends without context-free grammars: they must refuse EBNF cleanly
+TABLE = [(name, case) for name in BACKENDS for case in CASES if not (case[0] == "ebnf" and name in NO_CFG)]
+
+
+@pytest.mark.parametrize("name", sorted(NO_CFG & set(BACKENDS)))
+def test_backends_without_cfg_refuse_ebnf(backend_named, name):
+    with pytest.raises(GrammarError):
+        backend_named(name).compile_grammar(ARITH)
 
 
 def walk_text(backend, compiled, ids: list[int]) -> bool:
@@ -69,11 +70,11 @@ def walk_text(backend, compiled, ids: list[int]) -> bool:
     return stop in set(mask_of(backend, state).tolist()) and state.is_completed()
 
 
-@pytest.mark.parametrize("name", BACKENDS)
-@pytest.mark.parametrize("kind,source,passing,failing", CASES, ids=[f"{c[0]}{i}" for i, c in enumerate(CASES)])
-def test_passing_and_failing(backend_named, encode, name, kind, source, passing, failing):
+@pytest.mark.parametrize("name,case", TABLE, ids=[f"{n}-{c[0]}{CASES.index(c)}" for n, c in TABLE])
+def test_passing_and_failing(backend_named, encode, name, case):
+    kind, source, passing, failing = case
     backend = backend_named(name)
-    compiled = _compiled_or_skip(backend, kind, source)
+    compiled = _compile(backend, kind, source)
     for text in passing:
         assert walk_text(backend, compiled, encode(text)), f"{name} should accept {text!r}"
     for text in failing:
@@ -136,12 +137,27 @@ def test_fork_is_independent(backend_named, encode, name):
     np.testing.assert_array_equal(mask_of(backend, state), mask_of(backend, other))
 
 
+def _state_of(backend_named, name):
+    backend = backend_named(name)
+    return backend.new_state(backend.compile_json_schema(PERSON, any_whitespace=False))
+
+
 @pytest.mark.parametrize("name", BACKENDS)
+def test_capability_flags_are_honest(backend_named, name):
+    """A backend without accept_string / jump-forward says so, and refuses / forces nothing."""
+    state = _state_of(backend_named, name)
+    if not state.can_accept_string:
+        with pytest.raises(NotImplementedError):
+            state.accept_string('{"name"')
+    if not state.can_jump_forward:
+        assert state.find_jump_forward_string() == ""
+
+
+@pytest.mark.parametrize("name", [n for n in BACKENDS if n != "outlines-core"])
 def test_accept_string(backend_named, name):
     backend = backend_named(name)
     state = backend.new_state(backend.compile_json_schema(PERSON, any_whitespace=False))
-    if not state.can_accept_string:
-        pytest.skip(f"{name} cannot accept strings")
+    assert state.can_accept_string
     before = mask_of(backend, state)
     assert not state.accept_string('{"nope"')
     np.testing.assert_array_equal(mask_of(backend, state), before)  # unchanged after a rejection
@@ -151,13 +167,10 @@ def test_accept_string(backend_named, name):
     assert not state.is_completed()
 
 
-@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("name", [n for n in BACKENDS if n != "outlines-core"])
 def test_jump_forward(backend_named, name):
-    backend = backend_named(name)
-    state = backend.new_state(backend.compile_json_schema(PERSON, any_whitespace=False))
-    if not state.can_jump_forward:
-        assert state.find_jump_forward_string() == ""
-        pytest.skip(f"{name} has no jump-forward")
+    state = _state_of(backend_named, name)
+    assert state.can_jump_forward
     assert state.find_jump_forward_string() == '{"name":"'
     if state.can_accept_string:
         assert state.accept_string('{"name":"Al"')
