@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +26,10 @@ from leapgen.errors import CompileLimitError
 from leapgen.grammar import ir
 
 DEFAULT_MAX_STATES = 100_000
+SUB_DFA_CACHE_ENTRIES = 512
+# DFAs of repeated IR fragments, by value (IR nodes are immutable): shared by all compiles.
+_SUB_DFA_CACHE: OrderedDict = OrderedDict()
+_SUB_DFA_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,11 +112,23 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
         left = compile_dfa(node.left, max_states=max_states)
         right = compile_dfa(node.right, max_states=max_states)
         return product(left, right, difference=True, max_states=max_states)
+    if rule_ids is None:
+        with _SUB_DFA_LOCK:
+            got = _SUB_DFA_CACHE.get((node, max_states))
+        if got is not None:
+            return got
     nfa = Nfa(max_states, lambda n: compile_dfa(n, max_states=max_states), rule_ids=rule_ids)
+    nfa.root = node
     start, end = nfa.build(node)
     alphabet = 256 + (len(rule_ids) if rule_ids else 0)
     trans, accepting, starts = determinize(nfa, [start], end, max_states, alphabet=alphabet)
-    return minimize(Dfa(trans, accepting, starts[0]))
+    out = minimize(Dfa(trans, accepting, starts[0]))
+    if rule_ids is None:
+        with _SUB_DFA_LOCK:
+            _SUB_DFA_CACHE[(node, max_states)] = out
+            while len(_SUB_DFA_CACHE) > SUB_DFA_CACHE_ENTRIES:
+                _SUB_DFA_CACHE.popitem(last=False)
+    return out
 
 
 def _byte_classes(nfa, alphabet: int) -> tuple[np.ndarray, int]:

@@ -17,6 +17,8 @@ from leapgen.automata.utf8 import utf8_sequences
 from leapgen.errors import CompileLimitError, GrammarError
 from leapgen.grammar import ir
 
+MIN_COPIES_TO_SHARE = 4
+
 
 class Nfa:
     """A mutable NFA under construction.
@@ -35,6 +37,7 @@ class Nfa:
         self.max_states = max_states
         self._compile_dfa = compile_dfa
         self._rule_ids = rule_ids
+        self.root: ir.Node | None = None  # the node being compiled: never replaced by its own DFA
 
     def new_state(self) -> int:
         if len(self.eps) >= self.max_states:
@@ -99,6 +102,12 @@ class Nfa:
         return s, e
 
     def _repeat(self, node: ir.Repeat) -> tuple[int, int]:
+        copies = node.lo + (1 if node.hi is None else node.hi - node.lo)
+        if (copies >= MIN_COPIES_TO_SHARE and self._compile_dfa is not None and node is not self.root
+                and not ir.contains_ruleref(node)):
+            # Many copies of one fragment: determinize and minimize it once (cached by value), then
+            # embed the small DFA; the outer subset construction then sees far fewer states.
+            return self.embed(self._compile_dfa(node))
         s = e = self.new_state()
         for _ in range(node.lo):
             s2, e2 = self.build(node.item)
