@@ -16,7 +16,7 @@ from leapgen.compiler.compiled_cfg import ContextFreeGrammar
 from leapgen.compiler.disk_cache import DiskCache
 from leapgen.compiler.service import CompileCache
 from leapgen.compiler.token_index import TokenIndex
-from leapgen.errors import GrammarError, SchemaError
+from leapgen.errors import CompileLimitError, GrammarError, SchemaError
 from leapgen.grammar import ir
 from leapgen.grammar.cfg import simplify_grammar
 from leapgen.grammar.regex import parse_regex
@@ -183,12 +183,19 @@ class GrammarCompiler:
             except json.JSONDecodeError as e:
                 raise SchemaError(f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
                                   pointer="") from None
+            except RecursionError:
+                raise SchemaError("schema JSON nests too deeply to parse", pointer="") from None
         options = dict(any_whitespace=any_whitespace, indent=indent, separators=separators,
                        strict_mode=strict_mode)
         if max_whitespace is not None:
             options["max_whitespace"] = max_whitespace
-        key = ("json_schema", json.dumps(canonical_schema(schema), sort_keys=False),
-               tuple(sorted((k, repr(v)) for k, v in options.items())))
+        try:
+            canonical = json.dumps(canonical_schema(schema), sort_keys=False)
+        except RecursionError:
+            raise SchemaError("schema nests too deeply", pointer="") from None
+        except (TypeError, ValueError) as e:  # a set, bytes, an object...: not JSON data
+            raise SchemaError(f"schema is not JSON data: {e}", pointer="") from None
+        key = ("json_schema", canonical, tuple(sorted((k, repr(v)) for k, v in options.items())))
         return self._cached(key, "json_schema", lambda: json_schema_to_ir(schema, **options))
 
     def compile_grammar(self, ebnf_text: str, *, root_rule_name: str = "root") -> CompiledGrammar:
@@ -278,7 +285,12 @@ class GrammarCompiler:
 
     def _build(self, kind: str, front_end) -> CompiledGrammar:
         with time_limit(self.max_compile_seconds):
-            return self._build_unlimited(kind, front_end)
+            try:
+                return self._build_unlimited(kind, front_end)
+            except RecursionError:
+                # The front-ends, IR passes and automaton constructions recurse over
+                # the grammar's nesting; a grammar too deep for them is a limit, not a crash.
+                raise CompileLimitError(f"the {kind.replace('_', ' ')} nests too deeply to compile") from None
 
     def _build_unlimited(self, kind: str, front_end) -> CompiledGrammar:
         t0 = time.perf_counter()

@@ -144,6 +144,12 @@ class LLM:
             self.step()
         return [self.get_output(r) for r in requests]
 
+    @property
+    def max_context_tokens(self) -> int | None:
+        """The model's context length (``config.max_position_embeddings``), None if unknown."""
+        n = getattr(getattr(self.loaded.model, "config", None), "max_position_embeddings", None)
+        return n if isinstance(n, int) and n > 0 else None
+
     def add_request(self, prompt: str | list[dict], params: SamplingParams, *, chat: bool = True) -> Request:
         """Queue one request; its grammar compile starts now, on a worker.
 
@@ -163,7 +169,8 @@ class LLM:
         ------
         ValueError
             If ``params`` is not a SamplingParams, its ``stop_token_ids`` are
-            outside the model's vocabulary, or the prompt is empty or ill-typed.
+            outside the model's vocabulary, or the prompt is empty, ill-typed or
+            not shorter than the model's context (``max_context_tokens``).
         """
         if not isinstance(params, SamplingParams):
             raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
@@ -171,8 +178,13 @@ class LLM:
         if params.stop_token_ids is not None and any(t >= vocab_size for t in params.stop_token_ids):
             raise ValueError(f"stop_token_ids must be < the vocabulary size {vocab_size}")
         stop_ids = frozenset(params.stop_token_ids) if params.stop_token_ids is not None else self.stop_token_ids
+        prompt_ids = build_prompt_ids(self.tokenizer, prompt, chat=chat)
+        context = self.max_context_tokens
+        if context is not None and len(prompt_ids) >= context:
+            # One prefill of a prompt past the model's context would stall every other request for minutes.
+            raise ValueError(f"the prompt has {len(prompt_ids)} tokens; the model's context is {context} tokens")
         req = Request(request_id=next(self._ids), prompt=prompt if isinstance(prompt, str) else "",
-                      prompt_ids=build_prompt_ids(self.tokenizer, prompt, chat=chat), params=params,
+                      prompt_ids=prompt_ids, params=params,
                       stop_token_ids=stop_ids, generator=make_generator(params.seed))
         if params.constrained:
             req.compile_future = self.grammar.compile_async(params)

@@ -78,7 +78,7 @@ def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:
 
 
 def simplify_grammar(grammar: ir.Grammar) -> ir.Node | ir.Grammar:
-    """Inline every rule that is not recursive.
+    """Inline every rule that is not recursive (nor in ``grammar.keep``).
 
     Returns
     -------
@@ -101,7 +101,7 @@ def simplify_grammar(grammar: ir.Grammar) -> ir.Node | ir.Grammar:
         for r in sorted(refs):
             if r not in rules:
                 raise GrammarError(f"rule {name!r} refers to undefined rule {r!r}")
-    recursive = _recursive_rules(graph)
+    recursive = _recursive_rules(graph) | (set(grammar.keep) & rules.keys())
     memo: dict[ir.Node, ir.Node] = {}
 
     def inline(node: ir.Node) -> ir.Node:
@@ -136,4 +136,4 @@ def simplify_grammar(grammar: ir.Grammar) -> ir.Node | ir.Grammar:
             continue
         kept[name] = inline(rules[name])
         todo.extend(sorted(rule_refs(kept[name]) - kept.keys()))
-    return ir.Grammar(kept, grammar.root)
+    return ir.Grammar(kept, grammar.root, frozenset(k for k in grammar.keep if k in kept))

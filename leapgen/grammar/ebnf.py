@@ -30,6 +30,8 @@ NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789
 SIMPLE_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "\\": 0x5C, '"': 0x22, "'": 0x27, "[": 0x5B,
                   "]": 0x5D, "-": 0x2D, "^": 0x5E, "/": 0x2F, "0": 0x00, "f": 0x0C, "v": 0x0B, "b": 0x08}
 HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+# Deepest nesting of ( ... ) groups: the parser and the IR passes recurse per level.
+MAX_GROUP_DEPTH = 100
 
 
 def parse_ebnf(text: str, *, root_rule_name: str = "root") -> ir.Grammar:
@@ -62,6 +64,7 @@ class _Parser:
         self.s = text
         self.i = 0
         self.refs: list[tuple[str, int]] = []
+        self.depth = 0  # open groups
 
     # -- positions and errors -------------------------------------------------------------------
 
@@ -158,8 +161,12 @@ class _Parser:
             self.i += 1
             return ir.ANY_CHAR
         if c == "(":
+            if self.depth >= MAX_GROUP_DEPTH:
+                raise self.error(f"groups nest deeper than {MAX_GROUP_DEPTH} levels", start)
             self.i += 1
+            self.depth += 1
             body = self.alternation()
+            self.depth -= 1
             if self.peek() != ")":
                 raise self.error("expected ')' to close the group opened", start)
             self.i += 1
@@ -207,7 +214,7 @@ class _Parser:
     def number(self, default):
         self.skip_space()
         j = self.i
-        while j < len(self.s) and self.s[j].isdigit():
+        while j < len(self.s) and self.s[j] in "0123456789":  # ASCII only: int() refuses '²'
             j += 1
         if j == self.i:
             return default

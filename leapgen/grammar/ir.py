@@ -302,10 +302,15 @@ class Grammar:
         Rule name -> body. Not mutated after construction.
     root : str
         The start rule.
+    keep : frozenset of str
+        Rules :func:`leapgen.grammar.cfg.simplify_grammar` keeps as rules
+        even when they do not recurse (large bodies used in several places:
+        inlining would copy them).
     """
 
     rules: dict
     root: str
+    keep: frozenset = frozenset()
 
     def __hash__(self) -> int:
-        return hash((self.root, tuple(self.rules.items())))
+        return hash((self.root, tuple(self.rules.items()), self.keep))

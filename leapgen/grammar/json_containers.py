@@ -61,6 +61,8 @@ def compile_array(c, schema: dict, ptr: str, depth: int) -> Node:
         rest = c.compile(items, items_ptr, depth + 1)
         if rest == ir.NOTHING:
             cap = k
+        elif cap is None or cap > k + 1:
+            rest = c.rule(rest, items_ptr)  # written at least twice: first item, then ("," item)*
     if cap is not None and lo > cap:
         return ir.NOTHING
     if cap == 0:

@@ -89,7 +89,7 @@ def compile_object(c, schema: dict, ptr: str, depth: int) -> Node:
         else:
             parts = [sub, *more, *([also[name]] if name in also else [])]
             merged = parts[0] if len(parts) == 1 else c.keep({"allOf": parts})
-            value = c.compile(merged, sp, depth + 1)
+            value = c.rule(c.compile(merged, sp, depth + 1), sp)
         if value == ir.NOTHING:
             if name in req:
                 return ir.NOTHING
@@ -161,7 +161,7 @@ def _extra_member(c, listed: list, pats: list, names: _Names, extra, extra_ptr: 
         return None
     colon = c.layout.colon()
     if not pats and names.node is None:
-        value = c.compile(extra, extra_ptr, depth + 1)
+        value = c.rule(c.compile(extra, extra_ptr, depth + 1), extra_ptr)
         if value == ir.NOTHING:
             return None
         key = quoted(string_content())
@@ -201,7 +201,7 @@ def _extra_member(c, listed: list, pats: list, names: _Names, extra, extra_ptr: 
         regions.append((ir.diff(base, ir.alt(*enc)) if enc else base, extra, extra_ptr))
     out = []
     for content, sub, where in regions:
-        value = c.compile(sub, where, depth + 1)
+        value = c.rule(c.compile(sub, where, depth + 1), where)
         if value == ir.NOTHING:
             continue
         key = quoted(content)

@@ -123,6 +123,7 @@ from .json_merge import (ABSENT, MISSING, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NO
                          VALIDATION_KEYWORDS)
 from .json_objects import compile_object
 from .json_refs import RefIndex, join_pointer
+from .json_rules import kept_rules, tree_size
 from .json_scalars import compile_integer, compile_number, compile_string, exclude_values
 from .json_values import check, check_json_value, dedupe, json_equal, values_node
 
@@ -148,6 +149,9 @@ SUPPORTED = frozenset({"type", "enum", "const", NOT_ENUM, *APPLICATORS, *KEYWORD
 
 MAX_WARNINGS = 50
 ANY_RULE = "json_value"
+RULE_MIN_SIZE = 300
+"""Array items and property values at least this large (IR nodes, tree
+expanded) become rule candidates (:meth:`_Compiler.rule`)."""
 
 
 def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separators=None,
@@ -210,7 +214,8 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
         comp.warn("", "indent/separators are ignored because any_whitespace=True")
     node = comp.compile(schema, "", 0)
     if comp.rules:
-        node = simplify_grammar(ir.Grammar({"root": node, **comp.rules}, "root"))
+        rules = {"root": node, **comp.rules}
+        node = simplify_grammar(ir.Grammar(rules, "root", kept_rules(rules, "root")))
     if node == ir.NOTHING:
         raise SchemaError("the schema admits no JSON value", pointer="")
     return node, comp.warnings
@@ -240,6 +245,7 @@ class _Compiler(Applicators):
         self._any_memo: dict = {}
         self._pattern_memo: dict = {}
         self._normal: dict = {}  # id(schema) -> normalized schema
+        self._size_memo: dict = {}
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -262,6 +268,18 @@ class _Compiler(Applicators):
         self.warn(ptr, f"any JSON value allowed here, but containers inside it may nest at most {ANY_VALUE_DEPTH} "
                        f"deep ({why}; deeper values are rejected)")
         return any_value(self.layout, depth, ANY_VALUE_DEPTH, self._any_memo)
+
+    def rule(self, node: Node, name: str) -> Node:
+        """``node`` as a rule (a candidate for :func:`.json_rules.kept_rules`)
+        when it is large and rules are allowed here; else ``node``."""
+        if (not self.cfg or self._in_product or isinstance(node, ir.RuleRef)
+                or tree_size(node, self._size_memo) < RULE_MIN_SIZE):
+            return node
+        key = "node:" + name
+        while key in self.rules and self.rules[key] != node:
+            key += "'"
+        self.rules[key] = node
+        return ir.RuleRef(key)
 
     def format_asserted(self, fmt) -> bool:
         """Whether ``format: fmt`` constrains values (else it is an annotation)."""

@@ -44,6 +44,8 @@ from leapgen.errors import RegexError
 from leapgen.grammar import ir
 
 MAX_REPEAT = 10_000
+# Deepest nesting of groups / lookaheads: parsing and lowering recurse per level.
+MAX_GROUP_DEPTH = 100
 
 DIGIT = ((0x30, 0x39),)
 WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
@@ -123,6 +125,7 @@ class _Parser:
     def __init__(self, pattern: str):
         self.p = pattern
         self.i = 0
+        self.depth = 0  # open groups
 
     def error(self, msg: str, offset: int | None = None) -> RegexError:
         return RegexError(msg, pattern=self.p, offset=self.i if offset is None else offset)
@@ -235,6 +238,15 @@ class _Parser:
 
     def group(self):
         start = self.i
+        if self.depth >= MAX_GROUP_DEPTH:
+            raise self.error(f"groups nest deeper than {MAX_GROUP_DEPTH} levels", start)
+        self.depth += 1
+        try:
+            return self._group(start)
+        finally:
+            self.depth -= 1
+
+    def _group(self, start: int):
         self.i += 1
         if self.peek() == "?":
             k = self.peek(1)

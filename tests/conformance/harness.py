@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -82,15 +83,18 @@ def _schema_order(schema, data, root, depth=0):
     for key in ("allOf", "anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
             for sub in schema[key]:
-                if isinstance(sub, dict) and ("properties" in sub or "$ref" in sub or "items" in sub):
+                if isinstance(sub, dict) and ("properties" in sub or "$ref" in sub or "items" in sub) and \
+                        _may_fit(sub, data, root):
                     return _schema_order({**sub, **{k: v for k, v in schema.items() if k != key}}, data, root, depth + 1)
     if isinstance(data, dict):
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         extra = schema.get("additionalProperties")
         out = {k: _schema_order(props[k], data[k], root, depth + 1) for k in props if k in data}
+        pats = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
         for k, v in data.items():
             if k not in out:
-                out[k] = _schema_order(extra, v, root, depth + 1) if isinstance(extra, dict) else v
+                sub = next((ps for p, ps in pats.items() if _search(p, k)), extra)
+                out[k] = _schema_order(sub, v, root, depth + 1) if isinstance(sub, dict) else v
         return out
     if isinstance(data, list):
         prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else []
@@ -99,6 +103,34 @@ def _schema_order(schema, data, root, depth=0):
             prefix, items = items, schema.get("additionalItems")
         return [_schema_order(prefix[i] if i < len(prefix) else items, v, root, depth + 1) for i, v in enumerate(data)]
     return data
+
+
+def _search(pattern, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except (re.error, TypeError):
+        return False
+
+
+def _may_fit(schema: dict, data, root, depth: int = 0) -> bool:
+    """Whether ``data``'s JSON type fits ``schema`` (local ``$ref`` followed; a rough guess)."""
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#") and depth < 20:
+        target = root
+        for part in ref[1:].split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(part) if isinstance(target, dict) else None
+        if isinstance(target, dict):
+            return _may_fit(target, data, root, depth + 1)
+    t = schema.get("type")
+    kind = "object" if isinstance(data, dict) else "array" if isinstance(data, list) else None
+    if isinstance(t, (str, list)):
+        return kind is None or kind in ([t] if isinstance(t, str) else t)
+    if "properties" in schema:
+        return kind == "object"
+    if "items" in schema or "prefixItems" in schema:
+        return kind == "array"
+    return True
 
 
 def accepts(compiled, schema, data) -> bool:

@@ -66,11 +66,13 @@ def test_regex(llm):
     assert out.jump_forward_tokens >= 1  # the "-"
 
 
-def test_fully_forced_output_needs_no_forward(llm):
+def test_fully_forced_output_needs_no_sampling(llm):
+    """Nothing is sampled, and no forward runs once the grammar is known: at most the prompt's
+    prefill, which overlaps the compile when the compile is not done by the first step."""
     out = llm.generate("Say hello.", SamplingParams(regex="hello world"))[0]
     assert out.text == "hello world"
     assert out.finish_reason == FinishReason.GRAMMAR
-    assert out.sampled_tokens == 0 and out.forward_passes == 0
+    assert out.sampled_tokens == 0 and out.forward_passes <= 1
     assert out.jump_forward_tokens == out.completion_tokens > 0
 
 

@@ -1,0 +1,140 @@
+"""Which rules of a compiled JSON Schema stay rules (the rest is inlined).
+
+The front-end makes a rule of every ``$ref`` target and of large array items
+and property values (:meth:`leapgen.grammar.json_schema._Compiler.rule`).
+Recursive rules must stay rules. A non-recursive rule is inlined (one regular
+language, the fast path) unless inlining would copy a large body many times:
+the automaton construction expands the IR as a tree, so a 5,000-node
+definition used in 20 places, or an array item (written twice: first item,
+then ``("," item)*``) nested a few levels deep, multiplies the automaton.
+
+:func:`kept_rules` estimates, for each rule, its size with everything below it
+inlined and how many copies inlining would make (uses multiply down the
+reference graph), and keeps the rules whose copies cost more than a budget;
+the budget shrinks until the whole expansion fits :data:`TARGET_SIZE`.
+Kept rules are matched by the pushdown layer (a call per use), like
+recursive ones.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from . import ir
+from .cfg import _recursive_rules, rule_refs
+from .ir import Node
+
+TARGET_SIZE = 40_000
+"""Expanded IR nodes (about NFA states) above which rules are kept."""
+DUPLICATION_BUDGETS = (20_000, 5_000, 1_500, 400)
+"""Successive thresholds on ``size * (uses - 1)`` (nodes copied by inlining)."""
+CAP = 10**9
+
+
+def _size(node: Node, ref_size: dict, memo: dict) -> int:
+    """Tree-expanded size of ``node``, a rule reference costing ``ref_size[name]``."""
+    hit = memo.get(node)
+    if hit is not None:
+        return hit
+    if isinstance(node, ir.RuleRef):
+        out = ref_size.get(node.name, 1)
+    elif isinstance(node, (ir.Seq, ir.Alt, ir.Intersect)):
+        out = 1 + sum(_size(i, ref_size, memo) for i in node.items)
+    elif isinstance(node, ir.Repeat):
+        copies = node.hi if node.hi is not None else node.lo + 1
+        out = 1 + _size(node.item, ref_size, memo) * max(copies, 1)
+    elif isinstance(node, ir.Diff):
+        out = 1 + _size(node.left, ref_size, memo) + _size(node.right, ref_size, memo)
+    elif isinstance(node, ir.Bytes):
+        out = max(len(node.data), 1)
+    else:
+        out = 2
+    out = min(out, CAP)
+    memo[node] = out
+    return out
+
+
+def tree_size(node: Node, memo: dict) -> int:
+    """Tree-expanded size of ``node`` (a rule reference counts 1)."""
+    return _size(node, {}, memo)
+
+
+def _occurrences(node: Node, memo: dict) -> Counter:
+    """Rule references in the tree expansion of ``node``, with multiplicity."""
+    hit = memo.get(node)
+    if hit is not None:
+        return hit
+    out: Counter = Counter()
+    if isinstance(node, ir.RuleRef):
+        out[node.name] = 1
+    elif isinstance(node, (ir.Seq, ir.Alt, ir.Intersect)):
+        for i in node.items:
+            out.update(_occurrences(i, memo))
+    elif isinstance(node, ir.Repeat):
+        copies = max(node.hi if node.hi is not None else node.lo + 1, 1)
+        for k, v in _occurrences(node.item, memo).items():
+            out[k] = v * copies
+    memo[node] = out
+    return out
+
+
+def _topo(rules: dict, graph: dict, starts: list) -> list:
+    """Rules reachable from ``starts``, each after every rule that refers to it
+    (recursive edges ignored: the caller handles recursive rules apart)."""
+    seen, post = set(), []
+    for s in starts:
+        if s in seen:
+            continue
+        stack = [(s, iter(sorted(graph[s])))]
+        seen.add(s)
+        while stack:
+            name, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                post.append(name)
+            elif nxt not in seen and nxt in rules:
+                seen.add(nxt)
+                stack.append((nxt, iter(sorted(graph[nxt]))))
+    return post[::-1]
+
+
+def kept_rules(rules: dict, root: str) -> frozenset:
+    """The non-recursive rules of ``rules`` to keep as rules (see the module docstring)."""
+    graph = {n: rule_refs(b) & rules.keys() for n, b in rules.items()}
+    recursive = _recursive_rules(graph)
+    occ_memo: dict = {}
+    occ = {n: _occurrences(b, occ_memo) for n, b in rules.items()}
+    starts = [root] + sorted(recursive)
+    order = _topo(rules, {n: (set() if n in recursive and n not in starts else graph[n]) for n in graph}, starts)
+    order = [n for n in order if n not in recursive or n in starts]
+    # sizes with everything non-recursive below inlined (children first)
+    full: dict = {n: 1 for n in recursive}
+    memo: dict = {}
+    for name in reversed(order):
+        if name not in recursive:
+            full[name] = _size(rules[name], full, memo)
+    keep: set = set()
+    for budget in DUPLICATION_BUDGETS:
+        uses: Counter = Counter({root: 1})
+        for name in order:
+            factor = 1 if (name in recursive or name in keep or name == root) else uses[name]
+            if name not in recursive and name != root and name not in keep:
+                copies = uses[name]
+                if copies >= 2 and full.get(name, 1) * (copies - 1) > budget:
+                    keep.add(name)
+                    factor = 1
+            for child, m in occ[name].items():
+                if child not in recursive:
+                    uses[child] += factor * m
+        # total expansion with these rules kept
+        cost = dict.fromkeys(recursive | keep, 1)
+        sizes: dict = {}
+        size_memo: dict = {}
+        for name in reversed(order):
+            if name not in cost:
+                sizes[name] = _size(rules[name], {**cost, **sizes}, size_memo)
+        total = sizes.get(root, 1) + sum(_size(rules[n], {**cost, **sizes}, size_memo) for n in recursive | keep)
+        if total <= TARGET_SIZE:
+            break
+    return frozenset(keep)
