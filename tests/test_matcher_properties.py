@@ -494,3 +494,9 @@ def test_real_vocab_rollback_restores_bitmask(llama3, pattern, prefix, more):
        cont=st.lists(st.integers(0, 2**31), min_size=1, max_size=1))
 def test_real_vocab_jump_forward(llama3, pattern, choices, cont):
     check_jump_forward(llama3.compile_regex(pattern), choices, cont)
+
+
+def test_accept_string_with_a_lone_surrogate_is_rejected(toy_compiler):
+    m = GrammarMatcher(toy_compiler.compile_regex(".*"))
+    assert not m.accept_string("a\ud83d")
+    assert m.num_accepted_tokens == 0

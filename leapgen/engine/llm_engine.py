@@ -170,7 +170,8 @@ class LLM:
         ValueError
             If ``params`` is not a SamplingParams, its ``stop_token_ids`` are
             outside the model's vocabulary, or the prompt is empty, ill-typed or
-            not shorter than the model's context (``max_context_tokens``).
+            not shorter than the model's context (``max_context_tokens``), or
+            prompt plus ``max_tokens`` exceeds that context (as vLLM refuses it).
         """
         if not isinstance(params, SamplingParams):
             raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
@@ -183,6 +184,9 @@ class LLM:
         if context is not None and len(prompt_ids) >= context:
             # One prefill of a prompt past the model's context would stall every other request for minutes.
             raise ValueError(f"the prompt has {len(prompt_ids)} tokens; the model's context is {context} tokens")
+        if context is not None and len(prompt_ids) + params.max_tokens > context:
+            raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus max_tokens ({params.max_tokens}) exceeds "
+                             f"the model's context of {context} tokens")
         req = Request(request_id=next(self._ids), prompt=prompt if isinstance(prompt, str) else "",
                       prompt_ids=prompt_ids, params=params,
                       stop_token_ids=stop_ids, generator=make_generator(params.seed))

@@ -258,6 +258,37 @@ def blind(c, schema, ptr: str, depth: int = 0):
     return out
 
 
+def _merged(c, parts: list, ptr: str):
+    """The conjunction of ``parts``, merged into one schema when that is
+    possible (so that contradictions show, see
+    :func:`.json_merge.trivially_unsat`), else ``allOf``."""
+    try:
+        out = True
+        for p in parts:
+            out = c._conj(out, p, ptr) if out is not True else c.normalize(p, ptr)
+        return c.keep(out) if isinstance(out, dict) else out
+    except SchemaError:
+        return all_of(parts)
+
+
+def _fitting(branches: list, types) -> list:
+    """Drop the branches whose ``type`` cannot meet the parent's ``types``."""
+    if types is None:
+        return branches
+    from .json_merge import _merge_types, trivially_unsat
+    out = []
+    for b in branches:
+        if isinstance(b, dict) and "type" in b:
+            try:
+                if not _merge_types(types, b["type"], ""):
+                    continue
+            except SchemaError:
+                pass
+        if not trivially_unsat(b):
+            out.append(b)
+    return out
+
+
 def _some_absent(names: list) -> dict:
     if not names:
         return {"anyOf": []}
@@ -296,10 +327,16 @@ def rewrite(c, schema: dict, ptr: str) -> dict:
         if then is not True or els is not True or unevaluated:
             # the if schema stays in its branch: its annotations count for unevaluated*
             try:
-                extra.append(any_of([all_of([cond, then]), all_of([negate(c, cond, iptr), els])]))
+                n_cond = negate(c, cond, iptr)
             except SchemaError:
                 if then is not True or els is not True:
                     raise
+            else:
+                branches = [_merged(c, [cond, then], iptr)]
+                for part in (n_cond["anyOf"] if isinstance(n_cond, dict) and list(n_cond) == ["anyOf"]
+                             else [n_cond]):
+                    branches.append(_merged(c, [part, els], iptr))
+                extra.append(any_of(_fitting(branches, schema.get("type"))))
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
     for key in ("dependentRequired", "dependencies", "dependentSchemas"):
         if key not in schema:

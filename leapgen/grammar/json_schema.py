@@ -246,6 +246,7 @@ class _Compiler(Applicators):
         self._pattern_memo: dict = {}
         self._normal: dict = {}  # id(schema) -> normalized schema
         self._size_memo: dict = {}
+        self._rule_names: dict = {}  # rule body -> its name (see rule())
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -275,10 +276,13 @@ class _Compiler(Applicators):
         if (not self.cfg or self._in_product or isinstance(node, ir.RuleRef)
                 or tree_size(node, self._size_memo) < RULE_MIN_SIZE):
             return node
-        key = "node:" + name
-        while key in self.rules and self.rules[key] != node:
-            key += "'"
-        self.rules[key] = node
+        key = self._rule_names.get(node)
+        if key is None:  # one rule per distinct body
+            key = "node:" + name
+            while key in self.rules:
+                key += "'"
+            self.rules[key] = node
+            self._rule_names[node] = key
         return ir.RuleRef(key)
 
     def format_asserted(self, fmt) -> bool:

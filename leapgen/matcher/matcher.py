@@ -228,7 +228,10 @@ class GrammarMatcher:
         """
         if self._terminated:
             return False
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        try:
+            data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        except UnicodeEncodeError:
+            return False  # a lone surrogate has no UTF-8 form: no grammar text can hold it
         s = self._walk(data)
         if s is None:
             return False

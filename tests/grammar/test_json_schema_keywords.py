@@ -1,0 +1,235 @@
+"""JSON Schema front-end: patternProperties, propertyNames, min/maxProperties,
+dependencies, not, if/then/else, multipleOf, $id/$anchor references, formats,
+rule keeping; end to end through GrammarCompiler + GrammarMatcher over a byte
+vocabulary (regular and context-free results alike)."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+import leapgen
+from leapgen.errors import SchemaError
+from leapgen.grammar import ir
+from leapgen.grammar.json_match import is_empty, matches
+from leapgen.grammar.json_schema import json_schema_to_ir
+from leapgen.grammar.regex import parse_regex
+
+
+@functools.lru_cache(maxsize=1)
+def _compiler():
+    info = leapgen.TokenizerInfo([bytes([i]) for i in range(256)] + [b""], "raw", stop_token_ids=[256])
+    return leapgen.GrammarCompiler(info, cache_entries=0)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(schema_text: str, opts: tuple):
+    node, warnings = json_schema_to_ir(json.loads(schema_text), any_whitespace=False, **dict(opts))
+    return _compiler().compile_ir(node), warnings
+
+
+def check(schema, accept=(), reject=(), warnings=False, **opts):
+    compiled, w = _compiled(json.dumps(schema), tuple(sorted(opts.items())))
+    assert bool(w) == warnings, w
+
+    def ok(text):
+        m = leapgen.GrammarMatcher(compiled)
+        return m.accept_string(text) and m.is_completed()
+    bad_a = [s for s in accept if not ok(s)]
+    bad_r = [s for s in reject if ok(s)]
+    assert not bad_a and not bad_r, f"wrongly rejected {bad_a}, wrongly accepted {bad_r}"
+
+
+# ---------------------------------------------------------------------------
+# Objects
+
+
+def test_pattern_properties_with_properties_and_additional():
+    s = {"type": "object", "properties": {"a": {"type": "integer"}, "x-b": {"minimum": 5}},
+         "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "string"}}
+    check(s, accept=['{}', '{"a":1,"x-b":5,"x-c":2,"q":"s"}', '{"x-c":1}', '{"q":"s","r":"t"}'],
+          reject=['{"q":1}', '{"x-c":"s"}', '{"a":"s"}', '{"x-b":4}', '{"x-b":"s"}'])
+
+
+def test_pattern_properties_overlapping_patterns_merge():
+    s = {"type": "object", "patternProperties": {"a": {"type": "integer"}, "b": {"minimum": 10}},
+         "additionalProperties": False}
+    check(s, accept=['{"a":1}', '{"b":1500}', '{"ab":10}', '{"xbx":11}'],
+          reject=['{"ab":9}', '{"ab":10.5}', '{"c":1}', '{"a":"s"}'])
+
+
+def test_pattern_property_keys_are_canonical_only():
+    s = {"type": "object", "patternProperties": {"^a": {"type": "integer"}}, "additionalProperties": {"type": "string"}}
+    # "\u0061" spells "a": not accepted as a key next to patternProperties (canonical spelling only)
+    check(s, accept=['{"ab":1}', '{"b":"s"}'], reject=['{"\\u0061b":"s"}', '{"\\u0061b":1}'])
+
+
+def test_property_names():
+    check({"type": "object", "propertyNames": {"pattern": "^[a-z]+$", "maxLength": 3}},
+          accept=['{}', '{"ab":1}', '{"abc":[1]}'], reject=['{"abcd":1}', '{"A":1}'], strict_mode=False)
+    s = {"type": "object", "properties": {"long_name": {}, "ok": {}}, "required": ["ok"],
+         "propertyNames": {"maxLength": 4}}
+    check(s, accept=['{"ok":1}'], reject=['{"long_name":1,"ok":1}'])
+    check({"type": "object", "propertyNames": False}, accept=['{}'], reject=['{"a":1}'], strict_mode=False)
+    check({"type": "object", "propertyNames": {"enum": ["a", "b"]}}, accept=['{"a":1,"b":2}'], reject=['{"c":1}'],
+          strict_mode=False)
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 1), (1, None), (2, 2), (2, 3), (0, 0), (3, None)])
+def test_min_max_properties_listed(lo, hi):
+    s = {"type": "object", "properties": {n: {"type": "integer"} for n in "abcd"}, "additionalProperties": False,
+         "minProperties": lo}
+    if hi is not None:
+        s["maxProperties"] = hi
+    texts = []
+    for mask in range(16):
+        chosen = [n for i, n in enumerate("abcd") if mask >> i & 1]
+        text = "{" + ",".join(f'"{n}":1' for n in chosen) + "}"
+        texts.append((text, lo <= len(chosen) and (hi is None or len(chosen) <= hi)))
+    check(s, accept=[t for t, v in texts if v], reject=[t for t, v in texts if not v])
+
+
+def test_min_max_properties_with_required_and_extras():
+    s = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a"],
+         "additionalProperties": {"type": "integer"}, "minProperties": 2, "maxProperties": 3}
+    check(s, accept=['{"a":1,"b":2}', '{"a":1,"x":2}', '{"a":1,"b":2,"x":3}', '{"a":1,"x":2,"y":3}'],
+          reject=['{"a":1}', '{"a":1,"b":2,"x":3,"y":4}', '{"b":1,"x":2}'])
+    check({"type": "object", "maxProperties": 1, "additionalProperties": {"type": "null"}},
+          accept=['{}', '{"q":null}'], reject=['{"q":null,"r":null}'])
+
+
+def test_dependent_required_and_schemas():
+    s = {"type": "object", "properties": {"a": {}, "b": {}, "c": {}},
+         "dependentRequired": {"a": ["b"]}, "dependentSchemas": {"c": {"required": ["a"]}}}
+    check(s, accept=['{}', '{"b":1}', '{"a":1,"b":2}', '{"a":1,"b":2,"c":3}'],
+          reject=['{"a":1}', '{"c":1}', '{"b":1,"c":2}'])
+    draft7 = {"type": "object", "properties": {"a": {}, "b": {"type": "integer"}},
+              "dependencies": {"a": ["b"], "b": {"properties": {"a": {"type": "string"}}}}}
+    check(draft7, accept=['{"a":"s","b":1}', '{"b":1}'], reject=['{"a":"s"}', '{"a":1,"b":1}'])
+
+
+# ---------------------------------------------------------------------------
+# not, if/then/else
+
+
+def test_not_of_types_values_and_keywords():
+    check({"not": {"type": ["string", "null"]}}, accept=['1', '[]', '{}', 'true'], reject=['"a"', 'null'],
+          strict_mode=False)
+    check({"type": "integer", "not": {"enum": [1, 2]}}, accept=['0', '3', '-1'], reject=['1', '2'])
+    check({"type": "string", "not": {"const": "x"}}, accept=['"y"', '"xx"', '""'], reject=['"x"', '"\\u0078"'])
+    check({"type": "number", "not": {"const": 1.5}}, accept=['1.25', '2'], reject=['1.5', '1.50'])
+    check({"type": "string", "not": {"pattern": "^a"}}, accept=['"ba"'], reject=['"ab"'])
+    check({"type": "string", "not": {"format": "date"}}, accept=['"x"'], reject=['"2024-01-01"'])
+    check({"type": "string", "not": {"minLength": 3}}, accept=['"ab"'], reject=['"abc"'])
+    check({"not": {"type": "integer"}}, accept=['1.5', '"a"'], reject=['1', '-3'], strict_mode=False)
+    check({"type": "number", "not": {"minimum": 3}}, accept=['2.5', '-1'], reject=['3', '4'])
+
+
+def test_not_required_and_properties():
+    s = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+         "not": {"required": ["a", "b"]}}
+    check(s, accept=['{}', '{"a":1}', '{"b":1}'], reject=['{"a":1,"b":2}'])
+    s = {"type": "object", "properties": {"kind": {"type": "string"}},
+         "not": {"properties": {"kind": {"const": "bad"}}}}
+    # {} satisfies the properties keyword (vacuously), so "not" rejects it
+    check(s, accept=['{"kind":"good"}'], reject=['{}', '{"kind":"bad"}'])
+
+
+def test_not_unsupported_is_an_error():
+    with pytest.raises(SchemaError) as err:
+        json_schema_to_ir({"type": "array", "not": {"items": {"type": "null"}}})
+    assert err.value.pointer == "/not/items"
+
+
+def test_if_then_else_discriminator():
+    s = {"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "x": {}, "y": {}}, "required": ["kind"],
+         "if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["x"]}, "else": {"required": ["y"]}}
+    check(s, accept=['{"kind":"a","x":1}', '{"kind":"b","y":1}', '{"kind":"a","x":1,"y":2}'],
+          reject=['{"kind":"a"}', '{"kind":"b"}', '{"kind":"b","x":1}'])
+
+
+def test_allof_of_many_ifs_is_pruned():
+    branches = [{"if": {"properties": {"t": {"const": f"v{i}"}}, "required": ["t"]},
+                 "then": {"properties": {"n": {"minimum": i}}}} for i in range(12)]
+    s = {"type": "object", "properties": {"t": {"type": "string"}, "n": {"type": "integer"}}, "allOf": branches}
+    check(s, accept=['{"t":"v3","n":3}', '{"t":"zz","n":0}', '{"n":0}'], reject=['{"t":"v3","n":2}'])
+
+
+def test_one_of_disjoint_by_not():
+    s = {"oneOf": [{"type": "string"}, {"not": {"type": "string"}}]}
+    check(s, accept=['1', '"a"', 'null'], strict_mode=False)
+
+
+# ---------------------------------------------------------------------------
+# Numbers, formats, references
+
+
+def test_multiple_of():
+    check({"type": "integer", "multipleOf": 5}, accept=['0', '5', '-10', '105'], reject=['3', '11'])
+    check({"type": "integer", "multipleOf": 7, "minimum": 0, "maximum": 30}, accept=['0', '7', '28'],
+          reject=['5', '35'])
+    check({"type": "number", "multipleOf": 0.01}, accept=['1', '1.5', '1.25', '1.250'], reject=['1.255'])
+    check({"type": "number", "multipleOf": 0.5}, accept=['1', '1.5', '2.0'], reject=['1.25'])
+    with pytest.raises(SchemaError, match="multipleOf"):
+        json_schema_to_ir({"type": "integer", "multipleOf": 7})
+
+
+@pytest.mark.parametrize("fmt,good,bad", [
+    ("duration", ["P1Y2M3DT4H5M6S", "P4W", "PT0S", "P1D"], ["P", "PT", "P1H", "1D"]),
+    ("hostname", ["example.com", "a-b.c", "x"], ["-a.com", "a..b", "a" * 64]),
+    ("uri-reference", ["http://x.com/a?b#c", "/a/b", "a/b", "#frag", ""], ["\\\\x", "a b"]),
+    ("json-pointer", ["", "/a/b", "/a~0b~1c"], ["a", "/a~2"]),
+    ("relative-json-pointer", ["0", "1/a", "2#"], ["-1", "/a"]),
+    ("uri-template", ["http://x/{id}", "{+path}/x{?q,r}"], ["{", "x}{"]),
+    ("iri", ["http://例え.jp/パス"], ["例え"]),
+])
+def test_more_formats(fmt, good, bad):
+    check({"type": "string", "format": fmt}, accept=[json.dumps(g, ensure_ascii=False) for g in good],
+          reject=[json.dumps(b, ensure_ascii=False) for b in bad])
+
+
+def test_id_and_anchor_references():
+    s = {"$id": "http://example.com/root.json",
+         "$defs": {"a": {"$id": "other.json", "$defs": {"b": {"$anchor": "bee", "type": "integer"}},
+                         "type": "object", "properties": {"n": {"$ref": "#bee"}}}},
+         "type": "array", "items": {"$ref": "other.json"}}
+    check(s, accept=['[{"n":1}]', '[]'], reject=['[{"n":"s"}]'])
+    s = {"$defs": {"x": {"$id": "urn:example:x", "type": "string"}}, "$ref": "urn:example:x"}
+    check(s, accept=['"s"'], reject=['1'])
+
+
+def test_unknown_formats_and_keywords_without_strict_mode():
+    check({"type": "string", "format": "int32"}, accept=['"x"'], strict_mode=False)
+    check({"type": "string", "format": "idn-hostname"}, accept=['"x"'], warnings=True, strict_mode=False)
+
+
+def test_large_max_length_is_a_warning_not_a_blowup():
+    check({"type": "string", "maxLength": 32767}, accept=['"abc"'], warnings=True)
+
+
+# ---------------------------------------------------------------------------
+# Rules kept for size, helpers
+
+
+def test_large_repeated_definitions_stay_rules():
+    big = {"type": "object", "properties": {f"p{i}": {"type": "string", "format": "date-time"} for i in range(12)}}
+    s = {"$defs": {"big": big}, "type": "object",
+         "properties": {f"q{i}": {"type": "array", "items": {"$ref": "#/$defs/big"}} for i in range(8)}}
+    node, _ = json_schema_to_ir(s, any_whitespace=False)
+    assert isinstance(node, ir.Grammar) and node.keep
+    check(s, accept=['{"q0":[{"p0":"2024-01-01T00:00:00Z"}],"q3":[]}'], reject=['{"q0":[{"p0":"x"}]}'])
+
+
+def test_small_schemas_stay_regular():
+    node, _ = json_schema_to_ir({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}})
+    assert isinstance(node, ir.Node)
+
+
+def test_derivative_matcher():
+    node = parse_regex("^[a-c]+x$", search=True)
+    assert matches(node, "abx") and not matches(node, "abxx") and not matches(node, "x")
+    assert is_empty(ir.intersect(parse_regex("^a"), parse_regex("^b"))) is True
+    assert is_empty(ir.intersect(parse_regex("a", search=True), parse_regex("b", search=True))) is False
+    assert is_empty(ir.diff(parse_regex("[ab]"), parse_regex("a|b"))) is True
