@@ -14,19 +14,7 @@ from leapgen.grammar import ir
 
 def rule_refs(node: ir.Node) -> set[str]:
     """Names of the rules ``node`` refers to."""
-    out: set[str] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ir.RuleRef):
-            out.add(n.name)
-        elif isinstance(n, (ir.Seq, ir.Alt, ir.Intersect)):
-            stack.extend(n.items)
-        elif isinstance(n, ir.Repeat):
-            stack.append(n.item)
-        elif isinstance(n, ir.Diff):
-            stack.extend((n.left, n.right))
-    return out
+    return {n.name for n in ir.iter_nodes(node) if isinstance(n, ir.RuleRef)}
 
 
 def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:

@@ -278,17 +278,35 @@ def diff(left: Node, right: Node) -> Node:
     return Diff(left, right)
 
 
+def children(node: Node) -> tuple[Node, ...]:
+    """The direct subterms of ``node``."""
+    if isinstance(node, (Seq, Alt, Intersect)):
+        return node.items
+    if isinstance(node, Repeat):
+        return (node.item,)
+    if isinstance(node, Diff):
+        return (node.left, node.right)
+    return ()
+
+
+def iter_nodes(node: Node):
+    """Every distinct subterm object of ``node`` (``node`` included), once each,
+    iteratively: deep or heavily shared IR costs its size, never the recursion
+    limit or an exponential walk."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        stack.extend(children(n))
+
+
 def contains_ruleref(node: Node) -> bool:
     """Whether ``node`` refers to a named rule anywhere (needs the CFG layer)."""
-    if isinstance(node, RuleRef):
-        return True
-    if isinstance(node, (Seq, Alt, Intersect)):
-        return any(contains_ruleref(i) for i in node.items)
-    if isinstance(node, Repeat):
-        return contains_ruleref(node.item)
-    if isinstance(node, Diff):
-        return contains_ruleref(node.left) or contains_ruleref(node.right)
-    return False
+    return any(isinstance(n, RuleRef) for n in iter_nodes(node))
 
 
 @dataclass(frozen=True)
