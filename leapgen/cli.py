@@ -74,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--max-running", type=int, default=16, metavar="N", help="most requests decoding together")
     srv.add_argument("--kv-token-budget", type=int, default=65536, metavar="N",
                      help="most KV tokens reserved by running requests (prompt + max_tokens each)")
+    srv.add_argument("--prefix-cache-tokens", type=int, default=4096, metavar="N",
+                     help="token budget of the cross-request prompt KV cache (LRU; 0 disables; default: 4096)")
     srv.add_argument("--warmup", metavar="DIR", help="compile every *.json JSON Schema in DIR before serving")
     srv.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
     srv.set_defaults(handler=_cmd_serve)
@@ -166,6 +168,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     if args.max_running < 1 or args.kv_token_budget < 1:
         return _error("--max-running and --kv-token-budget must be >= 1", EXIT_USAGE)
+    if args.prefix_cache_tokens < 0:
+        return _error("--prefix-cache-tokens must be >= 0", EXIT_USAGE)
     if args.warmup is not None and not os.path.isdir(args.warmup):
         return _error(f"--warmup: {args.warmup} is not a folder", EXIT_USAGE)
     try:
@@ -178,7 +182,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     _quiet_transformers()
     try:
         serve(model=args.model, host=args.host, port=args.port, max_running=args.max_running,
-              kv_token_budget=args.kv_token_budget, warmup_dir=args.warmup, num_threads=args.threads)
+              kv_token_budget=args.kv_token_budget,
+              prefix_cache_tokens=args.prefix_cache_tokens, warmup_dir=args.warmup, num_threads=args.threads)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
     return EXIT_OK

@@ -207,4 +207,4 @@ class AsyncLLM:
         hits, misses = self.llm.grammar.mask_cache_counts()
         return {"stats": st, "mask_cache_hits": hits, "mask_cache_misses": misses,
                 "running": len(self.llm.scheduler.running), "waiting": len(self.llm.scheduler.waiting),
-                "kv_tokens": self.llm.num_kv_tokens}
+                "kv_tokens": self.llm.num_kv_tokens, "prefix_cache_tokens": self.llm.prefix_cache.num_tokens}

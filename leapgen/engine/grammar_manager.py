@@ -148,7 +148,7 @@ class GrammarManager:
 
         return self._compile_pool.submit(run)
 
-    def batch_fill_async(self, matchers: Sequence[Any], bitmask: Any) -> Future:
+    def batch_fill_async(self, matchers: Sequence[Any], bitmask: Any, timing: dict | None = None) -> Future:
         """Fill row ``i`` of ``bitmask`` from ``matchers[i]`` on the mask
         worker thread.
 
@@ -158,6 +158,9 @@ class GrammarManager:
         bitmask : torch.Tensor
             int32, shape ``(>= len(matchers), ceil(vocab_size / 32))``;
             mutated by the worker.
+        timing : dict or None, default None
+            When given, the worker sets ``"start"`` and ``"end"``: the fill's
+            ``time.perf_counter()`` bounds (for step traces).
 
         Returns
         -------
@@ -170,8 +173,13 @@ class GrammarManager:
 
         def fill():
             start = time.perf_counter()
+            if timing is not None:
+                timing["start"] = start
             need = [m.fill_next_token_bitmask(bitmask, i) for i, m in enumerate(matchers)]
-            return need, (time.perf_counter() - start) * 1000.0
+            end = time.perf_counter()
+            if timing is not None:
+                timing["end"] = end
+            return need, (end - start) * 1000.0
 
         return self._fill_pool.submit(fill)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any, Sequence
 
@@ -29,6 +30,7 @@ from leapgen.engine.grammar_manager import GrammarManager
 from leapgen.engine.jump_forward import try_jump_forward
 from leapgen.engine.model_loader import DEFAULT_MODEL, LoadedModel, configure_threads, load_model
 from leapgen.engine.model_runner import ModelRunner
+from leapgen.engine.prefix_cache import PrefixCache
 from leapgen.engine.prompt import build_prompt_ids, default_stop_token_ids
 from leapgen.engine.request import FinishReason, Request, RequestOutput
 from leapgen.engine.sampler import make_generator, sample
@@ -58,10 +60,20 @@ class LLM:
         Most requests decoding together (one forward pass per step).
     kv_token_budget : int, default 65536
         Most KV tokens reserved by running requests (prompt + max_tokens each).
+    prefix_cache_tokens : int, default 4096
+        Token budget of the cross-request prompt KV cache (LRU; 0 disables it):
+        a prompt sharing at least 16 leading tokens with a recent prompt
+        copies their KV and prefills only the rest.
 
     Attributes
     ----------
-    tokenizer, model_runner, stop_token_ids, scheduler, stats, grammar
+    tokenizer, model_runner, stop_token_ids, scheduler, stats, grammar, prefix_cache
+    step_trace : collections.deque of dict
+        The last 256 steps that ran a forward pass, oldest first: ``step``,
+        ``num_forward`` (sequences in the forward), ``num_masked`` (bitmask
+        rows filled), ``forward_start``/``forward_end`` and, when
+        ``num_masked``, ``fill_start``/``fill_end`` (``time.perf_counter()``
+        seconds; the fill runs on the mask worker during the forward).
 
     Raises
     ------
@@ -77,7 +89,8 @@ class LLM:
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, *, cache_dir: Any = None, num_threads: int | None = None,
-                 loaded: LoadedModel | None = None, max_running: int = 16, kv_token_budget: int = 65536):
+                 loaded: LoadedModel | None = None, max_running: int = 16, kv_token_budget: int = 65536,
+                 prefix_cache_tokens: int = 4096):
         configure_threads(num_threads)
         self.loaded = loaded if loaded is not None else load_model(model, cache_dir=cache_dir)
         self.tokenizer = self.loaded.tokenizer
@@ -86,6 +99,8 @@ class LLM:
         self.grammar = GrammarManager(self.tokenizer, self.model_runner.vocab_size, self.stop_token_ids)
         self.scheduler = Scheduler(max_running, kv_token_budget)
         self.stats = EngineStats()
+        self.prefix_cache = PrefixCache(prefix_cache_tokens)
+        self.step_trace: deque[dict] = deque(maxlen=256)
         self._ids = itertools.count()
 
     @property
@@ -235,6 +250,7 @@ class LLM:
         sched = self.scheduler
         for req in sched.admit():
             req.kv_cache = self.model_runner.new_cache()
+            self._reuse_prefix(req)
         self.stats.steps += 1
         blocked = [r.compile_future for r in sched.running if r.compile_future is not None
                    and r.stored_logits is not None]
@@ -251,13 +267,21 @@ class LLM:
         sampling = [r for r in ready if r.matcher is not None] + [r for r in ready if r.matcher is None]
         num_masked = sum(r.matcher is not None for r in ready)
         fill = bitmask = None
+        fill_times: dict = {}
+        trace = {"step": self.stats.steps, "num_forward": len(fwd), "num_masked": num_masked}
         if num_masked:
             from leapgen import allocate_token_bitmask
 
             bitmask = allocate_token_bitmask(num_masked, self.model_runner.vocab_size)
-            fill = self.grammar.batch_fill_async([r.matcher for r in sampling[:num_masked]], bitmask)
+            fill = self.grammar.batch_fill_async([r.matcher for r in sampling[:num_masked]], bitmask, fill_times)
+        trace["forward_start"] = time.perf_counter()
         logits = self._forward(fwd)  # the mask worker fills meanwhile
+        trace["forward_end"] = time.perf_counter()
         need_apply = self._wait_fill(fill) if fill is not None else []
+        if fwd:
+            if fill is not None:
+                trace["fill_start"], trace["fill_end"] = fill_times["start"], fill_times["end"]
+            self.step_trace.append(trace)
         row_of = {id(r): i for i, r in enumerate(fwd)}
         for req in fwd:
             if not req.grammar_ready:
@@ -281,13 +305,35 @@ class LLM:
         if not fwd:
             return None
         pending = [r.pending_ids for r in fwd]
+        prefilling = [r for r in fwd if r.num_cached < len(r.prompt_ids)]
+        self.stats.prefill_tokens += sum(len(r.prompt_ids) - r.num_cached for r in prefilling)
         logits = self.model_runner.batch_forward([r.kv_cache for r in fwd], pending)  # (B, V)
         for req in fwd:
             req.num_forwards += 1
             req.num_cached = len(req.prompt_ids) + len(req.output_ids)
+        if self.prefix_cache.enabled:
+            for req in prefilling:  # the prompt's KV is complete now: remember it
+                self.prefix_cache.insert(req.prompt_ids, req.kv_cache.keys, req.kv_cache.values)
         self.stats.forward_passes += 1
         self.stats.batched_sequences += len(fwd)
         return logits
+
+    def _reuse_prefix(self, req: Request) -> None:
+        """Copy the KV of the longest cached prefix of ``req``'s prompt into
+        its fresh cache (at least one prompt token is left to prefill: its
+        logits are the first sample's)."""
+        n, keys, values = self.prefix_cache.lookup(req.prompt_ids, len(req.prompt_ids) - 1)
+        if not n:
+            return
+        cache = req.kv_cache
+        cache.reserve(n)
+        cache.keys[:, :, :n] = keys[:, :, :n]
+        cache.values[:, :, :n] = values[:, :, :n]
+        cache.length = n
+        req.num_cached = n
+        req.num_prefix_cached = n
+        self.stats.prefix_cache_hits += 1
+        self.stats.prefix_cache_hit_tokens += n
 
     def _wait_fill(self, fill) -> list[bool]:
         start = time.perf_counter()

@@ -98,6 +98,9 @@ class RequestOutput:
         The class name of the error from :mod:`leapgen.errors` (e.g.
         ``"SchemaError"``: a subclass of ``GrammarError`` means a bad grammar,
         the caller's fault), or None.
+    cached_prompt_tokens : int
+        Prompt tokens whose KV was reused from the prefix cache (not
+        prefilled).
     """
 
     request_id: int
@@ -116,6 +119,7 @@ class RequestOutput:
     tokens_per_s: float
     error: str | None = None
     error_type: str | None = None
+    cached_prompt_tokens: int = 0
 
     @property
     def jump_forward_ratio(self) -> float:
@@ -152,6 +156,8 @@ class Request:
         Per output token: True if it came out of the sampler.
     num_cached : int
         Tokens of ``prompt_ids + output_ids`` whose keys/values the cache holds.
+    num_prefix_cached : int
+        Prompt tokens whose KV came from the prefix cache (not prefilled).
     """
 
     request_id: int
@@ -169,6 +175,7 @@ class Request:
     output_ids: list[int] = field(default_factory=list)
     sampled: list[bool] = field(default_factory=list)
     num_cached: int = 0
+    num_prefix_cached: int = 0
     num_sampled: int = 0
     num_forwards: int = 0
     num_jump_forwards: int = 0
@@ -289,4 +296,5 @@ class Request:
             tokens_per_s=n / generating,
             error=self.error,
             error_type=self.error_type,
+            cached_prompt_tokens=self.num_prefix_cached,
         )

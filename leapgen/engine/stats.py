@@ -25,6 +25,12 @@ class EngineStats:
         Steps that filled bitmasks; the fill time on the mask worker (ms,
         summed) and the part of it the engine waited for after its forward
         pass (the critical path, ms, summed).
+    prefill_tokens : int
+        Prompt tokens fed to the model (prompt KV reused from the prefix
+        cache excluded).
+    prefix_cache_hits, prefix_cache_hit_tokens : int
+        Requests that reused a cached prompt prefix, and the prompt tokens
+        whose KV they copied instead of prefilling.
     """
 
     requests_finished: Counter = field(default_factory=Counter)
@@ -39,3 +45,6 @@ class EngineStats:
     mask_steps: int = 0
     mask_fill_ms: float = 0.0
     mask_wait_ms: float = 0.0
+    prefill_tokens: int = 0
+    prefix_cache_hits: int = 0
+    prefix_cache_hit_tokens: int = 0

@@ -94,13 +94,15 @@ def render_metrics(snapshot: dict) -> str:
         "grammar_compiles_total": st.compiles, "grammar_compile_ms_total": round(st.compile_ms, 3),
         "mask_steps_total": st.mask_steps, "mask_fill_ms_total": round(st.mask_fill_ms, 3),
         "mask_wait_ms_total": round(st.mask_wait_ms, 3), "mask_cache_hits_total": hits,
-        "mask_cache_misses_total": misses,
+        "mask_cache_misses_total": misses, "prefill_tokens_total": st.prefill_tokens,
+        "prefix_cache_hits_total": st.prefix_cache_hits,
+        "prefix_cache_hit_tokens_total": st.prefix_cache_hit_tokens,
     }
     for name, value in counters.items():
         lines += [f"# TYPE leapgen_{name} counter", f"leapgen_{name} {value}"]
     gauges = {"mask_cache_hit_rate": round(hits / (hits + misses), 6) if hits + misses else 0.0,
               "running_requests": snapshot["running"], "waiting_requests": snapshot["waiting"],
-              "kv_tokens": snapshot["kv_tokens"]}
+              "kv_tokens": snapshot["kv_tokens"], "prefix_cache_tokens": snapshot.get("prefix_cache_tokens", 0)}
     for name, value in gauges.items():
         lines += [f"# TYPE leapgen_{name} gauge", f"leapgen_{name} {value}"]
     return "\n".join(lines) + "\n"
@@ -125,7 +127,7 @@ def warmup(engine: AsyncLLM, folder: str | Path) -> int:
 
 
 def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, max_running: int = 16,
-          kv_token_budget: int = 65536, warmup_dir: str | None = None, num_threads: int | None = None) -> None:
+          kv_token_budget: int = 65536, prefix_cache_tokens: int = 4096, warmup_dir: str | None = None, num_threads: int | None = None) -> None:
     """Load the model and serve until interrupted (blocks).
 
     Raises
@@ -137,7 +139,8 @@ def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, 
 
     from leapgen.engine.llm_engine import LLM
 
-    llm = LLM(model, num_threads=num_threads, max_running=max_running, kv_token_budget=kv_token_budget)
+    llm = LLM(model, num_threads=num_threads, max_running=max_running, kv_token_budget=kv_token_budget,
+              prefix_cache_tokens=prefix_cache_tokens)
     engine = AsyncLLM(llm)
     if warmup_dir is not None:
         logger.info("warm-up: %d schemas compiled", warmup(engine, warmup_dir))

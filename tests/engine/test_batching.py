@@ -110,3 +110,23 @@ def test_scheduler_limits():
     assert sched.admit() == [big]  # alone, even over the budget
     with pytest.raises(ValueError):
         Scheduler(max_running=0)
+
+
+def test_the_mask_fill_overlaps_the_forward(llm):
+    """The step trace: the bitmask fill of a constrained batch starts on the
+    mask worker before that step's forward pass ends (it is not serialized
+    after it)."""
+    llm.step_trace.clear()
+    params = [SamplingParams(regex=r"[a-z]{4,12}", max_tokens=6),
+              SamplingParams(json_schema={"type": "object", "properties": {"a": {"type": "integer"}}},
+                             max_tokens=8),
+              SamplingParams(max_tokens=6)]
+    llm.generate(["Say a word.", "Give JSON.", "Say hi."], params)
+    masked = [t for t in llm.step_trace if t["num_masked"]]
+    assert masked, list(llm.step_trace)
+    for t in masked:
+        assert t["forward_start"] <= t["forward_end"]
+        assert t["fill_start"] <= t["fill_end"]
+        assert t["fill_start"] < t["forward_end"], t  # the fill ran during (or before) the forward
+    # Over the run, the fills and the forwards genuinely overlap in time.
+    assert any(t["fill_start"] < t["forward_end"] and t["fill_end"] > t["forward_start"] for t in masked)

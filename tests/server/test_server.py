@@ -83,54 +83,82 @@ def test_bad_schema_is_a_400_naming_the_pointer(client):
                                   extra_body={"regex": "a", "ebnf": 'root ::= "a"'})
 
 
-def test_concurrent_mixed_requests(client):
-    """12 concurrent requests on this 2-core machine: json_schema, regex,
-    unconstrained, and one bad schema."""
+def _grammar_accepts(engine, params, text: str, finished: bool) -> bool:
+    """Whether the server engine's compiled grammar of ``params`` accepts
+    ``text`` whole (``finished``) or as a prefix (an output cut by max_tokens)."""
+    import leapgen
+
+    compiled, _ = engine.llm.grammar.compile(params)
+    matcher = leapgen.GrammarMatcher(compiled)
+    return matcher.accept_string(text) and (matcher.is_completed() or not finished)
+
+
+def test_concurrent_mixed_requests(server, client):
+    """32 concurrent requests on this 2-core machine (16 run at a time):
+    json_schema, regex, unconstrained, and one bad schema. Every constrained
+    output is in its grammar (as a prefix when max_tokens cut it)."""
+    import jsonschema
+
+    from leapgen.engine import SamplingParams
+
+    n = 32
     results: dict[int, object] = {}
+    regex = r"[0-9]{3}-[0-9]{4}"
 
     def run(i: int) -> None:
         kind = i % 4
         try:
             if kind == 0:
                 r = client.chat.completions.create(model="default", messages=[{"role": "user", "content": PROMPT}],
-                                                   max_tokens=40, temperature=0.7, seed=i,
+                                                   max_tokens=8 + i % 9, temperature=0.7, seed=i,
                                                    response_format=_json_schema_format(PERSON_SCHEMA))
                 results[i] = ("json", r.choices[0].message.content, r.choices[0].finish_reason)
             elif kind == 1:
-                r = client.completions.create(model="default", prompt="Phone:", max_tokens=12, temperature=0.7,
-                                              seed=i, extra_body={"regex": r"[0-9]{3}-[0-9]{4}"})
+                r = client.completions.create(model="default", prompt="Phone:", max_tokens=8 + i % 9,
+                                              temperature=0.7, seed=i, extra_body={"regex": regex})
                 results[i] = ("regex", r.choices[0].text, r.choices[0].finish_reason)
             elif kind == 2:
                 r = client.completions.create(model="default", prompt="Once upon a time", max_tokens=8,
                                               temperature=0.7, seed=i)
                 results[i] = ("free", r.choices[0].text, r.choices[0].finish_reason)
             elif i == 3:
-                client.completions.create(model="default", prompt="x", max_tokens=5,
+                client.completions.create(model="default", prompt="x", max_tokens=8,
                                           extra_body={"json_schema": {"type": "objec"}})
             else:
-                r = client.completions.create(model="default", prompt="Yes or no?", max_tokens=4,
+                r = client.completions.create(model="default", prompt="Yes or no?", max_tokens=8, seed=i,
                                               extra_body={"regex": "yes|no"})
                 results[i] = ("yesno", r.choices[0].text, r.choices[0].finish_reason)
         except openai.BadRequestError as exc:
             results[i] = ("400", exc.body["message"], None)
+        except Exception as exc:  # noqa: BLE001 - reported by the asserts below
+            results[i] = ("exception", repr(exc), None)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(12)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
-    assert len(results) == 12
+    assert len(results) == n
+    engine = server[1]
+    json_params = SamplingParams(json_schema=PERSON_SCHEMA)
     for i, (kind, text, finish) in sorted(results.items()):
-        if kind == "json" and finish == "stop":
-            assert set(json.loads(text)) == {"name", "age"}
+        if kind == "json":
+            assert finish in ("stop", "length"), (i, finish)
+            if finish == "stop":
+                doc = json.loads(text)
+                jsonschema.validate(doc, PERSON_SCHEMA)
+            assert _grammar_accepts(engine, json_params, text, finish == "stop"), (i, text)
         elif kind == "regex":
-            assert re.fullmatch(r"[0-9]{3}-[0-9]{4}", text), text
+            assert finish in ("stop", "length"), (i, finish)
+            if finish == "stop":
+                assert re.fullmatch(regex, text), text
+            assert _grammar_accepts(engine, SamplingParams(regex=regex), text, finish == "stop"), (i, text)
         elif kind == "free":
-            assert text
+            assert text, i
         elif kind == "yesno":
-            assert text in ("yes", "no")
+            assert text in ("yes", "no") and finish == "stop", (i, text, finish)
         else:
-            assert kind == "400" and i == 3
+            assert kind == "400" and i == 3, (i, kind, text)
 
 
 def test_late_request_starts_before_the_first_finishes(client):
@@ -183,3 +211,11 @@ def test_metrics_move(server, client):
                  "leapgen_mask_steps_total", "leapgen_forward_passes_total"):
         assert after[name] > before[name], name
     assert 0.0 <= after["leapgen_mask_cache_hit_rate"] <= 1.0
+    # A repeated long prompt reuses the first one's prompt KV (the prefix cache).
+    long_prompt = "The quick brown fox jumps over the lazy dog. " * 4
+    for _ in range(2):
+        client.completions.create(model="default", prompt=long_prompt, max_tokens=1, temperature=0)
+    last = scrape()
+    assert last["leapgen_prefix_cache_hit_tokens_total"] >= after["leapgen_prefix_cache_hit_tokens_total"] + 16
+    assert last["leapgen_prefix_cache_hits_total"] > after["leapgen_prefix_cache_hits_total"]
+    assert last["leapgen_prefix_cache_tokens"] > 0 and last["leapgen_prefill_tokens_total"] > 0
