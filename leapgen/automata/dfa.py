@@ -103,12 +103,13 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
     """
     from leapgen.automata.nfa import Nfa
 
-    if isinstance(node, ir.Intersect):
+    # (a rule body goes through the NFA below, which embeds the product: its alphabet has the call symbols)
+    if isinstance(node, ir.Intersect) and rule_ids is None:
         out = compile_dfa(node.items[0], max_states=max_states)
         for item in node.items[1:]:
             out = product(out, compile_dfa(item, max_states=max_states), difference=False, max_states=max_states)
         return out
-    if isinstance(node, ir.Diff):
+    if isinstance(node, ir.Diff) and rule_ids is None:
         left = compile_dfa(node.left, max_states=max_states)
         right = compile_dfa(node.right, max_states=max_states)
         return product(left, right, difference=True, max_states=max_states)

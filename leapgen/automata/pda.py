@@ -293,6 +293,14 @@ class Pda:
                     sites[callee].add((caller, ret))
         return [sorted(s) for s in sites]
 
+    def _byte_ranges(self, rule: int) -> list:
+        """Per state of ``rule``: its byte edges as ``(lo, hi, target)`` ranges (cached)."""
+        cache = self.__dict__.setdefault("_ranges_cache", {})
+        got = cache.get(rule)
+        if got is None:
+            got = cache[rule] = [row_ranges(row) for row in self.byte_trans[rule]]
+        return got
+
     def _build_context_dfa(self, rule: int, depth: int, return_levels: int):
         nfa = Nfa(CONTEXT_NFA_BUDGET, None)
         unknown = nfa.new_state()
@@ -307,8 +315,9 @@ class Pda:
             if key in embedded:
                 return embedded[key]
             base = embedded[key] = [nfa.new_state() for _ in range(self.dfas[r].n_states)]
+            ranges = self._byte_ranges(r)
             for q, b in enumerate(base):
-                for lo, hi, t in row_ranges(self.byte_trans[r][q]):
+                for lo, hi, t in ranges[q]:
                     nfa.edges[b].append((lo, hi, base[t]))
                 if sure:
                     nfa.eps[b].append(certain)

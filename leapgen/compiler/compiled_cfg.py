@@ -122,7 +122,35 @@ class ContextFreeGrammar(CompiledGrammar):
         unsure &= ~sure
         token_bytes = self.tokenizer_info.token_bytes
         candidates = np.flatnonzero(np.unpackbits(unsure.view(np.uint8), bitorder="little"))
+        if candidates.size > 1:
+            # lexicographic order: consecutive tokens share prefixes, walked once
+            candidates = candidates[np.argsort(self.token_index.token_rank()[candidates], kind="stable")]
+        step = self.step
+        prev = b""
+        configs = [state]  # configs[i]: the configuration after prev[:i]
+        dead_at = -1  # prev was rejected at byte dead_at (configs[dead_at] is the last live one)
+        allowed = []
         for t in candidates.tolist():
-            if self.walk(state, token_bytes[t]) is not None:
-                sure[t >> 5] |= np.uint32(1 << (t & 31))
+            tb = token_bytes[t]
+            n = min(len(tb), len(prev))
+            c = 0
+            while c < n and tb[c] == prev[c]:
+                c += 1
+            prev = tb
+            if 0 <= dead_at < c:
+                continue  # shares the rejected prefix
+            del configs[c + 1:]
+            dead_at = -1
+            q = configs[c]
+            for i in range(c, len(tb)):
+                q = step(q, tb[i])
+                if q is None:
+                    dead_at = i
+                    break
+                configs.append(q)
+            else:
+                allowed.append(t)
+        if allowed:
+            ids = np.array(allowed, np.int64)
+            np.bitwise_or.at(sure, ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
         return sure

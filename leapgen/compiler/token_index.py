@@ -32,6 +32,8 @@ class TokenIndex:
         self.bitmask_words = (self.vocab_size + 31) // 32
         self.stop_token_ids = np.array(sorted(tokenizer_info.stop_token_ids), np.int64)
         self.use_trie = trie_kernels.HAVE_NUMBA if use_trie is None else use_trie
+        self._token_bytes = tokenizer_info.token_bytes
+        self._rank: np.ndarray | None = None
         if self.use_trie:
             token_bytes = tokenizer_info.token_bytes
             order = sorted(range(len(ids)), key=lambda r: token_bytes[ids[r]])
@@ -44,6 +46,16 @@ class TokenIndex:
             max_len = int(self.lengths[0]) if self.lengths.size else 0
             self.columns = [np.ascontiguousarray(mat[order, c]).astype(np.int64) for c in range(max_len)]
             self.longer_than = [int(np.count_nonzero(self.lengths > c)) for c in range(max_len)]
+
+    def token_rank(self) -> np.ndarray:
+        """int64 ``(vocab_size,)``: each token's rank in lexicographic order of its bytes (cached)."""
+        got = self._rank
+        if got is None:
+            order = sorted(range(len(self._token_bytes)), key=self._token_bytes.__getitem__)
+            got = np.empty(len(order), np.int64)
+            got[order] = np.arange(len(order))
+            self._rank = got
+        return got
 
     def empty_words(self) -> np.ndarray:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""
