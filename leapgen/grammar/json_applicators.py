@@ -33,6 +33,10 @@ ANNOTATIONS = frozenset({
 OpenAPI annotations)."""
 
 
+MAX_EXCLUSIVE_BRANCHES = 6
+"""Most ``oneOf`` branches made mutually exclusive by negation."""
+
+
 class Applicators:
     """``$ref``/``allOf``/``anyOf``/``oneOf`` handling (a mixin, see the module docstring)."""
 
@@ -52,7 +56,7 @@ class Applicators:
                     self._cycle(ptr, tptr)
                 seen.append(tptr)
                 rest = {k: v for k, v in schema.items() if k != "$ref" and k in VALIDATION_KEYWORDS}
-                schema, ptr = (target, tptr) if not rest else (self._conj(rest, target, ptr), ptr)
+                schema, ptr = (target, tptr) if not rest else (self._conj(rest, target, ptr, tptr), ptr)
             else:
                 schema = self._merge_all_of(schema, ptr)
             schema = self.normalize(schema, ptr)
@@ -81,8 +85,13 @@ class Applicators:
                 raise SchemaError("oneOf must be a non-empty array", pointer=_ptr(ptr, "oneOf"))
             rest = {k: v for k, v in out.items() if k != "oneOf" and k in VALIDATION_KEYWORDS}
             if not self.provably_disjoint(branches, ptr, rest):
-                self.warn(_ptr(ptr, "oneOf"), "branches may overlap, so oneOf is compiled as anyOf (a value "
-                                              "matching several is accepted)")
+                exact = self._exclusive(branches, ptr) if self.exclusive_one_of else None
+                self.used_exclusive |= exact is not None
+                if exact is None:
+                    self.warn(_ptr(ptr, "oneOf"), "branches may overlap, so oneOf is compiled as anyOf (a value "
+                                                  "matching several is accepted)")
+                else:
+                    branches = exact
             out = {k: v for k, v in out.items() if k != "oneOf"}
             if "anyOf" in out:
                 out["allOf"] = [*out.get("allOf", []), {"anyOf": branches}]
@@ -92,6 +101,30 @@ class Applicators:
         if out is not schema:
             self._keep.append(out)
         return out
+
+    def _exclusive(self, branches: list, ptr: str) -> list | None:
+        """``oneOf`` made exact: branch ``i`` conjoined with the complement of
+        every other branch (:func:`.json_logic.negate`), each merged into one
+        schema now; None when a complement is not expressible, the merge
+        fails or grows too large (at most :data:`MAX_EXCLUSIVE_BRANCHES`
+        branches)."""
+        from .json_logic import negate
+
+        if len(branches) > MAX_EXCLUSIVE_BRANCHES:
+            return None
+        try:
+            negs = [negate(self, b, _ptr(ptr, "oneOf", i)) for i, b in enumerate(branches)]
+            out = []
+            for i, b in enumerate(branches):
+                bp = _ptr(ptr, "oneOf", i)
+                merged = self.normalize(b, bp)
+                for j, neg in enumerate(negs):
+                    if j != i and merged is not False:
+                        merged = self._conj(merged, neg, bp) if merged is not True else neg
+                out.append(self.keep(merged) if isinstance(merged, dict) else merged)
+            return out
+        except (SchemaError, RecursionError):
+            return None
 
     def provably_disjoint(self, branches: list, ptr: str, rest: dict | None = None) -> bool:
         """Whether no value can match two of ``branches`` (each conjoined with ``rest``)."""
@@ -116,10 +149,11 @@ class Applicators:
         raise SchemaError(f"recursive schema: $ref to {target or '#'} refers back to itself; {why}",
                           pointer=_ptr(ptr, "$ref"))
 
-    def _conj(self, parent, child, ptr: str):
-        """``parent`` and ``child`` (a ``$ref`` target or an applicator branch) as one schema."""
+    def _conj(self, parent, child, ptr: str, child_ptr: str | None = None):
+        """``parent`` and ``child`` (a ``$ref`` target at ``child_ptr``, or an
+        applicator branch) as one schema."""
         parent, _, _ = self._deref(parent, ptr)
-        child, _, _ = self._deref(child, ptr)
+        child, _, _ = self._deref(child, ptr if child_ptr is None else child_ptr)
         return conj(parent, self._close_child(child, ptr), ptr, ANNOTATIONS)
 
     def _close_child(self, schema, ptr: str):
@@ -149,7 +183,7 @@ class Applicators:
         try:
             if not rest:
                 return self.compile(target, tptr, depth)
-            merged = self._conj(rest, target, ptr)
+            merged = self._conj(rest, target, ptr, tptr)
             self._keep.append(merged)
             return self.compile(merged, ptr, depth)
         finally:

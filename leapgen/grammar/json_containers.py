@@ -1,24 +1,19 @@
-"""Arrays and objects for the JSON Schema front-end.
+"""Arrays for the JSON Schema front-end (objects: :mod:`.json_objects`).
 
-Objects: the listed members in schema order (``properties``, then names only in
-``required``), optional ones skippable, then extra members; commas are right in
-every combination. Arrays: ``prefixItems`` then ``items``, bounded by
-``minItems``/``maxItems``. ``c`` is the running compiler
+``prefixItems`` then ``items``, bounded by ``minItems``/``maxItems``; or, under
+``contains``, items that match it or not, counted. ``c`` is the running compiler
 (:class:`leapgen.grammar.json_schema._Compiler`): it compiles subschemas,
 knows the layout and the mode.
 """
 
 from __future__ import annotations
 
-import json
-
 from leapgen.errors import SchemaError
 
 from . import ir
 from .ir import Node
-from .json_layout import Layout, container
-from .json_merge import MISSING, join_pointer
-from .json_strings import quoted, spell_any, string_content
+from .json_layout import container
+from .json_merge import BLIND_ITEMS, MISSING, join_pointer
 
 
 def count_arg(schema: dict, key: str, ptr: str) -> int | None:
@@ -38,6 +33,9 @@ def compile_array(c, schema: dict, ptr: str, depth: int) -> Node:
     prefix = schema.get("prefixItems", [])
     if not isinstance(prefix, list):
         raise SchemaError("prefixItems must be an array", pointer=join_pointer(ptr, "prefixItems"))
+    if "unevaluatedItems" in schema and schema.get(BLIND_ITEMS):
+        raise SchemaError("unevaluatedItems next to array keywords from a negation (not, if, oneOf) is not "
+                          "supported yet", pointer=join_pointer(ptr, "unevaluatedItems"))
     items = schema.get("items", MISSING)
     items_ptr = join_pointer(ptr, "items")
     if items is MISSING and "unevaluatedItems" in schema:
@@ -46,6 +44,10 @@ def compile_array(c, schema: dict, ptr: str, depth: int) -> Node:
         items = False if (c.strict and prefix) else True
     lo = count_arg(schema, "minItems", ptr) or 0
     cap = count_arg(schema, "maxItems", ptr)  # most items possible
+    if "contains" in schema:
+        node = _contains(c, schema, items, items_ptr, prefix, lo, cap, ptr, depth)
+        if node is not None:
+            return node
     elems = []  # compiled prefix items
     for i, p in enumerate(prefix):
         if cap is not None and i >= cap:
@@ -79,83 +81,42 @@ def compile_array(c, schema: dict, ptr: str, depth: int) -> Node:
     first = elems[0] if k else rest
     return container(c.layout, "[]", depth, first, tail, empty_ok=lo == 0)
 
-def compile_object(c, schema: dict, ptr: str, depth: int) -> Node:
-    """The IR of an object under ``schema`` (``properties``, ``required``, ``additionalProperties``)."""
-    props = schema.get("properties", {})
-    if not isinstance(props, dict):
-        raise SchemaError("properties must be an object", pointer=join_pointer(ptr, "properties"))
-    required = schema.get("required", [])
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-        raise SchemaError("required must be an array of strings", pointer=join_pointer(ptr, "required"))
-    extra = schema.get("additionalProperties", MISSING)
-    extra_ptr = join_pointer(ptr, "additionalProperties")
-    if extra is MISSING and "unevaluatedProperties" in schema:
-        extra, extra_ptr = schema["unevaluatedProperties"], join_pointer(ptr, "unevaluatedProperties")
-    explicit = extra is not MISSING
-    if not explicit:
-        extra = False if (c.strict and props) else True
-    listed = [(n, s, join_pointer(ptr, "properties", n)) for n, s in props.items()]
-    listed += [(n, extra if explicit else True, join_pointer(ptr, "required")) for n in dict.fromkeys(required)
-               if n not in props]
-    req = set(required)
-    members = []
-    for name, sub, sp in listed:
-        value = c.compile(sub, sp, depth + 1)
-        if value == ir.NOTHING:
-            if name in req:
-                return ir.NOTHING
-            continue
-        key = ir.lit(json.dumps(name, ensure_ascii=False))
-        members.append((ir.seq(key, c.layout.colon(), value), name in req))
-    extra_member = None
-    if extra is not False:
-        value = c.compile(extra, extra_ptr, depth + 1)
-        if value != ir.NOTHING:
-            names = [n for n, _, _ in listed]
-            key = quoted(string_content())
-            if names:
-                key = ir.diff(key, ir.alt(*(quoted(spell_any(n)) for n in names)))
-            extra_member = ir.seq(key, c.layout.colon(), value)
-    return _object_node(c.layout, depth, members, extra_member)
+def _contains(c, schema: dict, items, items_ptr: str, prefix: list, lo: int, cap, ptr: str, depth: int):
+    """An array under ``contains`` (with ``minContains``/``maxContains``): the
+    items are ``A = items and not contains`` or ``B = items and contains``,
+    with between ``minContains`` (default 1) and ``maxContains`` B's. None
+    when ``contains`` constrains nothing (``minContains: 0`` alone).
 
-
-def _object_node(layout: Layout, depth: int, members: list, extra: Node | None) -> Node:
-    """An object: the listed members in order (each ``(node, required)``), then
-    extra members (``extra``: one extra member, or None).
-
-    Before the first required member, any ordered subset of the optional
-    members may appear; :func:`_some` writes that language in
-    O(n log n) size (a tree-expanding automaton builder stays small), the rest
-    is one linear chain.
+    Raises
+    ------
+    SchemaError
+        With ``prefixItems``, ``unevaluatedItems``, ``maxItems`` or a
+        ``minItems`` above ``max(minContains, 1)``; or when ``contains``
+        cannot be negated (:func:`.json_logic.negate`).
     """
-    comma = layout.comma(depth)
-    extra_tail = ir.star(ir.seq(comma, extra)) if extra is not None else ir.EMPTY
-    first_req = next((i for i, (_, req) in enumerate(members) if req), None)
-    if first_req is None:
-        nodes = [n for n, _ in members]
-        firsts = [_some(nodes, comma)] if nodes else []
-        if extra is not None:
-            firsts.append(extra)
-        if not firsts:
-            return layout.empty("{}")
-        body = ir.seq(ir.alt(*firsts), extra_tail)
-        return container(layout, "{}", depth, body, ir.EMPTY, empty_ok=True)
-    prefix = [n for n, _ in members[:first_req]]
-    lead = ir.opt(ir.seq(_some(prefix, comma), comma)) if prefix else ir.EMPTY
-    chain = [ir.seq(comma, n) if req else ir.opt(ir.seq(comma, n)) for n, req in members[first_req + 1:]]
-    body = ir.seq(lead, members[first_req][0], *chain, extra_tail)
-    return container(layout, "{}", depth, body, ir.EMPTY, empty_ok=False)
+    from .json_logic import negate
 
+    k = count_arg(schema, "minContains", ptr)
+    k = 1 if k is None else k
+    m = count_arg(schema, "maxContains", ptr)
+    if k == 0 and m is None:
+        return None
+    cptr = join_pointer(ptr, "contains")
+    if prefix or "unevaluatedItems" in schema or cap is not None or lo > max(k, 1):
+        raise SchemaError("contains together with prefixItems, unevaluatedItems, maxItems or a larger minItems "
+                          "is not supported yet", pointer=cptr)
+    if m is not None and m < k:
+        return ir.NOTHING
+    cond = schema["contains"]
+    a = c.rule(c.compile(c.keep({"allOf": [items, negate(c, cond, cptr)]}), items_ptr, depth + 1), items_ptr)
+    b = c.rule(c.compile(c.keep({"allOf": [items, cond]}), cptr, depth + 1), cptr)
+    comma = c.layout.comma(depth)
+    a_more = ir.star(ir.seq(comma, a))
 
-def _some(nodes: list, comma: Node) -> Node:
-    """Non-empty ordered subsets of ``nodes``, comma-separated.
-
-    Divide and conquer: (some of the first half, then any of the second half
-    each after a comma) or (some of the second half only).
-    """
-    if len(nodes) == 1:
-        return nodes[0]
-    mid = len(nodes) // 2
-    left, right = nodes[:mid], nodes[mid:]
-    with_commas = ir.seq(*(ir.opt(ir.seq(comma, n)) for n in right))
-    return ir.alt(ir.seq(_some(left, comma), with_commas), _some(right, comma))
+    def tail(j: int) -> Node:  # after the first item, with j matches so far
+        need, room = max(k - j, 0), None if m is None else m - j
+        return ir.seq(a_more, ir.repeat(ir.seq(comma, b, a_more), need, room))
+    firsts = [ir.seq(a, tail(0))]
+    if m is None or m >= 1:
+        firsts.append(ir.seq(b, tail(1)))
+    return container(c.layout, "[]", depth, ir.alt(*firsts), ir.EMPTY, empty_ok=k == 0 and lo == 0)

@@ -35,7 +35,11 @@ format         accepted text
                ``P2W``, ``PT1M``; every unit after the first is optional
                but the order is fixed; at least one unit.
 ``hostname``   RFC 1123 names: dot-separated labels of 1-63 letters, digits
-               and inner hyphens (the 253-character total is not checked).
+               and inner hyphens, none with ``--`` at positions 3-4 (so no
+               ``xn--`` A-labels: their Punycode cannot be checked here).
+               The 253-character total is kept by a stricter rule (a DFA
+               counting both would need ~24k states): at most 3 labels of
+               up to 63 characters, 6 of 41, 12 of 20 or 25 of 9.
 ``uri-         RFC 3986 ``URI-reference``: a ``uri`` or a relative reference.
 reference``
 ``iri``,       RFC 3987: as ``uri``/``uri-reference`` with the ``ucschar``
@@ -230,9 +234,17 @@ def duration() -> Node:
     return ir.seq(ir.lit("P"), ir.alt(dur_date, dur_time, unit("W")))
 
 
+HOSTNAME_TIERS = ((3, 63), (6, 41), (12, 20), (25, 9))
+"""(most labels, longest label): each tier keeps a name within 253 characters."""
+
+
 def hostname() -> Node:
-    label = ir.seq(ALNUM, ir.opt(ir.seq(ir.repeat(ir.alt(ALNUM, ir.lit("-")), 0, 61), ALNUM)))
-    return ir.seq(label, ir.star(ir.seq(ir.lit("."), label)))
+    ldh = ir.alt(ALNUM, ir.lit("-"))
+    reserved = ir.seq(ir.repeat(ldh, 2, 2), ir.lit("--"), ir.star(ldh))  # "--" at 3-4: xn-- and reserved
+
+    def label(longest: int) -> Node:
+        return ir.diff(ir.seq(ALNUM, ir.opt(ir.seq(ir.repeat(ldh, 0, longest - 2), ALNUM))), reserved)
+    return ir.alt(*(ir.seq(label(n), ir.repeat(ir.seq(ir.lit("."), label(n)), 0, k - 1)) for k, n in HOSTNAME_TIERS))
 
 
 def json_pointer() -> Node:

@@ -22,18 +22,19 @@ keywords, so its complement is the union of each keyword's complement
 (``{type: string, minLength: 3}`` -> ``anyOf: [{type: [every other type]},
 {type: string, maxLength: 2}]``). Each keyword's complement is a schema,
 using a few internal keywords (prefix ``$lg:``, see :data:`INTERNAL`) where
-JSON Schema has no positive form. Keywords whose complement is not expressible
-this way (``items``, ``additionalProperties``, ``patternProperties``,
-``propertyNames``, ``multipleOf``, ``uniqueItems: true``, ``contains``,
-overlapping ``oneOf``, enum members that are arrays or objects) raise
-:class:`SchemaError` naming the keyword.
+JSON Schema has no positive form. ``items`` becomes ``contains`` of its complement and
+``contains`` becomes ``items``. Keywords whose complement is not expressible
+this way (``additionalProperties``, ``patternProperties``, ``propertyNames``,
+``multipleOf``, ``uniqueItems: true``, ``items`` next to ``prefixItems``,
+``min/maxContains``, overlapping ``oneOf``, enum members that are arrays or
+objects) raise :class:`SchemaError` naming the keyword.
 """
 
 from __future__ import annotations
 
 from leapgen.errors import SchemaError
 
-from .json_merge import ABSENT, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS, Patterns, join_pointer
+from .json_merge import ABSENT, BLIND_ITEMS, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS, Patterns, join_pointer
 from .json_values import json_type
 
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
@@ -196,6 +197,21 @@ def _negate_keyword(c, key: str, arg, schema: dict, kptr: str, ptr: str, depth: 
         return any_of([{"type": "string", "format": f} for f in arg])
     if key == NON_INTEGER:
         return {"type": [t for t in ALL_TYPES if t != "number"] + ["integer"]}
+    if key == "items" and isinstance(arg, (dict, bool)) and "prefixItems" not in schema:
+        # some item violates items: contains (not items)
+        neg = negate(c, arg, kptr, depth + 1)
+        return False if neg is False else {"type": "array", "contains": neg, BLIND_ITEMS: True}
+    if key == "prefixItems" and isinstance(arg, list):
+        parts = []
+        for i, sub in enumerate(arg):
+            neg = negate(c, sub, join_pointer(kptr, i), depth + 1)
+            if neg is not False:
+                parts.append({"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [neg], "items": True,
+                              BLIND_ITEMS: True})
+        return any_of(parts)
+    if key == "contains" and "minContains" not in schema and "maxContains" not in schema:
+        neg = negate(c, arg, kptr, depth + 1)
+        return {"type": "array", "items": neg, BLIND_ITEMS: True}
     if key in ("dependentRequired", "dependencies", "dependentSchemas"):
         if not isinstance(arg, dict):
             raise SchemaError(f"{key} must be an object", pointer=kptr)

@@ -82,7 +82,8 @@ def derive(node: Node, cp: int, memo: dict) -> Node:
             out = ir.NOTHING
         else:
             lo = 0 if nullable(node.item, memo.setdefault("nullable", {})) else max(node.lo - 1, 0)
-            out = ir.seq(derive(node.item, cp, memo), ir.repeat(node.item, lo, None if node.hi is None else node.hi - 1))
+            rest = ir.repeat(node.item, lo, None if node.hi is None else node.hi - 1)
+            out = ir.seq(derive(node.item, cp, memo), rest)
     elif isinstance(node, ir.Intersect):
         out = ir.intersect(*(derive(i, cp, memo) for i in node.items))
     elif isinstance(node, ir.Diff):

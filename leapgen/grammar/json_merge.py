@@ -1,5 +1,5 @@
-"""Schema algebra for the JSON Schema front-end: local ``$ref`` resolution and
-``allOf`` merging.
+"""Schema algebra for the JSON Schema front-end: ``allOf`` merging, the
+internal keywords, and provable disjointness for ``oneOf``.
 
 ``allOf`` (and a ``$ref`` or ``anyOf``/``oneOf`` with sibling keywords, which
 mean the same conjunction) is compiled by merging the subschemas into one
@@ -7,15 +7,25 @@ schema when that is exact:
 
 * ``type``: intersection (``integer`` within ``number``);
 * ``required``: union; ``enum``/``const``: intersection of the values;
-* lower bounds (``minimum``, ``minLength``, ``minItems``, ...): the largest;
-  upper bounds: the smallest;
+* lower bounds (``minimum``, ``minLength``, ``minItems``, ``minProperties``,
+  ...): the largest; upper bounds: the smallest; ``multipleOf`` (integers):
+  the least common multiple;
 * ``properties``/``additionalProperties`` and ``prefixItems``/``items``:
   each property (item) gets the conjunction of what each side says about it,
   a side's ``additionalProperties`` (``items``) covering the names (indexes)
-  it does not list;
+  it does not list (names matching its ``patternProperties`` excepted: the
+  pattern's schema is applied when the object is compiled);
+* ``patternProperties``: the union (the same pattern: conjunction); not next
+  to a constraining ``additionalProperties`` of the other side (SchemaError);
+* ``propertyNames``: the conjunction; ``uniqueItems``: either;
 * ``pattern``: both patterns are kept and intersected;
-* ``anyOf`` on both sides: the pairwise merges (at most 64);
-* equal values: kept; annotations: the first wins.
+* ``anyOf`` on both sides: the pairwise merges without the contradictory ones
+  (:func:`trivially_unsat`), at most :data:`MAX_ANYOF_PRODUCT`;
+* ``allOf`` on both sides: concatenated; a second ``not``, ``if``, ``$ref``,
+  ``oneOf`` or dependency keyword: kept as one more ``allOf`` member;
+* internal ``$lg:`` keywords (:data:`INTERNAL`, written by
+  :mod:`.json_logic`): unions (``$lg:props``: per name, the conjunction);
+* equal values: kept; annotations and unknown keywords: the first wins.
 
 Anything else that differs raises :class:`SchemaError` naming ``allOf``.
 """
@@ -26,7 +36,7 @@ import math
 
 from leapgen.errors import SchemaError
 
-from .json_refs import escape_pointer_token, join_pointer
+from .json_refs import escape_pointer_token, join_pointer  # noqa: F401 (join_pointer re-exported)
 from .json_values import canon_key, json_equal, json_type
 
 MISSING = object()
@@ -47,7 +57,10 @@ NOT_FORMATS = "$lg:notFormats"
 """Internal keyword: formats a string must not satisfy."""
 NON_INTEGER = "$lg:nonInteger"
 """Internal keyword: a number must not be integer-valued."""
-INTERNAL = frozenset({ABSENT, PROPS, NOT_ENUM, NOT_PATTERNS, NOT_FORMATS, NON_INTEGER})
+BLIND_ITEMS = "$lg:blindItems"
+"""Internal keyword: the array keywords here come from a negation, so they
+evaluate no item for ``unevaluatedItems`` (which refuses them)."""
+INTERNAL = frozenset({ABSENT, PROPS, NOT_ENUM, NOT_PATTERNS, NOT_FORMATS, NON_INTEGER, BLIND_ITEMS})
 DEFERRED = frozenset({"not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
                       "oneOf"})
 """Keywords that two merged schemas may both hold: the second is kept as an
@@ -353,15 +366,73 @@ def values_type_names(values) -> set:
 # oneOf: provable disjointness
 
 
-def kinds(c, schema, ptr: str, depth: int = 0):
-    """What a oneOf branch can be: (possible type names, its finite set of
-    values or None, {required property: its finite values}). ``c`` is the
-    running compiler (for ``$ref`` and type inference)."""
-    schema, ptr, _ = c._deref(schema, ptr, merging=False)
+MAX_KINDS_DEPTH = 4
+
+
+class Kinds:
+    """What a oneOf branch can be (see :func:`kinds`).
+
+    Attributes
+    ----------
+    types : set of str
+        Possible type names (``integer`` also as ``number``).
+    values : list or None
+        Its finite set of values, if it has one.
+    required : list of str
+        Property names an object instance must have.
+    """
+
+    def __init__(self, c, schema, ptr: str, depth: int):
+        self.c, self.schema, self.ptr, self.depth = c, schema, ptr, depth
+        self.types: set = set(TYPE_NAMES)
+        self.values = None
+        self.required: list = []
+        self._members: dict = {}
+
+    def member(self, name: str) -> list:
+        """Kinds of the schemas a present property ``name`` must satisfy."""
+        hit = self._members.get(name)
+        if hit is not None:
+            return hit
+        s = self.schema
+        out = []
+        if isinstance(s, dict) and self.depth < MAX_KINDS_DEPTH:
+            if name in (s.get(ABSENT) or []):
+                out.append(kinds(self.c, False, self.ptr, self.depth + 1))
+            props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
+            pats = s.get("patternProperties") if isinstance(s.get("patternProperties"), dict) else {}
+            parts = [props[name]] if name in props else []
+            for pattern, sub in pats.items():
+                try:
+                    if _name_matches(pattern, name, self.ptr):
+                        parts.append(sub)
+                except SchemaError:
+                    pass
+            if not parts:
+                extra = s.get("additionalProperties", MISSING)
+                if extra is not MISSING:
+                    parts.append(extra)
+            if isinstance(s.get(PROPS), dict) and name in s[PROPS]:
+                parts.append(s[PROPS][name])
+            out.extend(kinds(self.c, p, self.ptr, self.depth + 1) for p in parts)
+        self._members[name] = out
+        return out
+
+
+def kinds(c, schema, ptr: str, depth: int = 0) -> Kinds:
+    """What a oneOf branch can be: its possible types, its finite set of
+    values (or None), the properties it requires and what it says about each
+    property (:class:`Kinds`). ``c`` is the running compiler (for ``$ref``
+    and type inference)."""
+    try:
+        schema, ptr, _ = c._deref(schema, ptr, merging=False)
+    except SchemaError:
+        schema = True
+    out = Kinds(c, schema, ptr, depth)
     if schema is True or not isinstance(schema, dict):
-        return set(TYPE_NAMES), None, {}
-    if schema is False:
-        return set(), [], {}
+        if schema is False:
+            out.types, out.values = set(), []
+        return out
     types = set(c._types(schema, ptr))
     if "integer" in types:
         types.add("number")
@@ -377,37 +448,36 @@ def kinds(c, schema, ptr: str, depth: int = 0):
         except ValueError:
             pass
     for kw in ("anyOf", "oneOf"):
-        if isinstance(schema.get(kw), list) and depth < 4:
+        if isinstance(schema.get(kw), list) and depth < MAX_KINDS_DEPTH:
             sub = set()
             for b in schema[kw]:
-                sub |= kinds(c, b, ptr, depth + 1)[0]
+                sub |= kinds(c, b, ptr, depth + 1).types
             types &= sub
-    tags = {}
-    props = schema.get("properties")
-    if isinstance(props, dict) and isinstance(schema.get("required"), list) and depth < 4:
-        for name in schema["required"]:
-            if name in props:
-                sub = kinds(c, props[name], ptr, depth + 1)[1]
-                if sub is not None:
-                    tags[name] = sub
-    return types, values, tags
+    out.types, out.values = types, values
+    if isinstance(schema.get("required"), list):
+        out.required = [r for r in schema["required"] if isinstance(r, str)]
+    return out
 
 
-def disjoint(a, b) -> bool:
-    """Whether two :func:`kinds` provably share no value."""
-    ta, va, tags_a = a
-    tb, vb, tags_b = b
+def disjoint(a: Kinds, b: Kinds, depth: int = 0) -> bool:
+    """Whether two :func:`kinds` provably share no value: no common type, no
+    common value, or (objects) a property one requires on which the two
+    say disjoint things (a property the other forbids included)."""
+    ta, tb = a.types, b.types
     if not (ta & tb):
         return True
+    va, vb = a.values, b.values
     if va is not None and vb is not None:
         return not any(_eq(x, y) for x in va for y in vb)
     for vals, types in ((va, tb), (vb, ta)):
         if vals is not None and not any(_has_any_type(v, types) for v in vals):
             return True
-    if ta | tb <= {"object"} or (ta & tb) == {"object"}:
-        for name in tags_a.keys() & tags_b.keys():
-            if not any(_eq(x, y) for x in tags_a[name] for y in tags_b[name]):
-                return (ta & tb) == {"object"}
+    if (ta & tb) == {"object"} and depth < MAX_KINDS_DEPTH:
+        for x, y in ((a, b), (b, a)):
+            for name in x.required:
+                mx, my = x.member(name), y.member(name)
+                if any(disjoint(p, q, depth + 1) for p in mx for q in my):
+                    return True
     return False
 
 

@@ -54,6 +54,12 @@ def _size(node: Node, ref_size: dict, memo: dict) -> int:
     return out
 
 
+def grammar_size(rules: dict) -> int:
+    """Tree-expanded size of all rule bodies, each rule reference counting 1."""
+    memo: dict = {}
+    return sum(_size(b, {}, memo) for b in rules.values())
+
+
 def tree_size(node: Node, memo: dict) -> int:
     """Tree-expanded size of ``node`` (a rule reference counts 1)."""
     return _size(node, {}, memo)

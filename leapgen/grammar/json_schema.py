@@ -64,9 +64,12 @@ keyword                     support
 ``multipleOf``              see :func:`.json_numbers.multiple_of` (exact, or
                             SchemaError)
 ``anyOf``                   yes (sibling keywords merged into each branch)
-``oneOf``                   exact when branches are provably disjoint (type,
-                            const/enum values, a required property with
-                            disjoint const/enum values); otherwise compiled as
+``oneOf``                   exact: ``anyOf`` when the branches are provably
+                            disjoint (types, values, a required property on
+                            which the branches disagree); else each branch
+                            conjoined with the complements of the others
+                            (:func:`.json_logic.negate`, at most 6 branches,
+                            grammar at most ``MAX_EXCLUSIVE_SIZE``); else
                             ``anyOf`` with a warning
 ``allOf``                   merged into one schema when exact
                             (:mod:`.json_merge`)
@@ -80,7 +83,11 @@ keyword                     support
 ``unevaluatedProperties``   as ``additionalProperties`` after merging
 ``unevaluatedItems``        as ``items`` after merging
 annotations                 ignored: title, description, default, examples, ...
-``contains``, ...           SchemaError (see ``UNSUPPORTED``)
+``contains``                with ``min/maxContains``: items split into
+                            matching and not matching (``not contains``),
+                            counted; SchemaError next to ``prefixItems``,
+                            ``maxItems``, ``unevaluatedItems``
+``$dynamicRef``             SchemaError (see ``UNSUPPORTED``)
 unknown keywords            ignored (a warning with ``strict_mode=True``)
 ==========================  ===================================================
 
@@ -100,8 +107,16 @@ integer, ``\u0061`` in a string constrained by ``pattern``, ``format``,
 ``enum``, ``const`` or a negation, or in a key next to ``patternProperties``
 / ``propertyNames``) are not accepted; bounded numbers, and numbers under
 ``multipleOf`` or a negated ``enum``, have no exponent unless the bound is 0;
-overlapping ``oneOf`` is looser (warning); duplicate extra keys are not
-detected.
+``oneOf`` that cannot be made exclusive is looser (warning); duplicate extra
+keys are not detected.
+
+Layout options (see :func:`json_schema_to_ir`): ``any_whitespace`` (bounded
+by ``max_whitespace``), or exact ``separators`` / ``indent``; properties
+always come in schema order (there is no "any order" option). Rules: every
+``$ref`` target and large array items / property values are rules; those
+not recursive are inlined unless copies would blow the automaton up
+(:mod:`.json_rules`), in which case the result is a CFG even without
+recursion.
 
 No whitespace is allowed before or after the whole JSON text.
 """
@@ -119,11 +134,11 @@ from .json_applicators import ANNOTATIONS, Applicators
 from .json_containers import compile_array
 from .json_formats import FORMATS, STANDARD_FORMATS
 from .json_layout import ANY_VALUE_DEPTH, Layout, any_value, any_value_rule, make_layout
-from .json_merge import (ABSENT, MISSING, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS, TYPE_NAMES,
-                         VALIDATION_KEYWORDS)
+from .json_merge import (ABSENT, BLIND_ITEMS, MISSING, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS,
+                         TYPE_NAMES, VALIDATION_KEYWORDS)
 from .json_objects import compile_object
 from .json_refs import RefIndex, join_pointer
-from .json_rules import kept_rules, tree_size
+from .json_rules import grammar_size, kept_rules, tree_size
 from .json_scalars import compile_integer, compile_number, compile_string, exclude_values
 from .json_values import check, check_json_value, dedupe, json_equal, values_node
 
@@ -132,15 +147,13 @@ TYPE_KEYWORDS = {
                "propertyNames", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
                "dependencies", ABSENT, PROPS),
     "array": ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "unevaluatedItems",
-              "uniqueItems", "contains", "minContains", "maxContains"),
+              "uniqueItems", "contains", "minContains", "maxContains", BLIND_ITEMS),
     "string": ("minLength", "maxLength", "pattern", "format", NOT_PATTERNS, NOT_FORMATS),
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NON_INTEGER),
 }
 KEYWORD_TYPE = {k: t for t, ks in TYPE_KEYWORDS.items() for k in ks}
 APPLICATORS = ("$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else")
-UNSUPPORTED = {
-    "contains": None, "minContains": None, "maxContains": None, "$dynamicRef": None, "$recursiveRef": None,
-}
+UNSUPPORTED = {"$dynamicRef": None, "$recursiveRef": None}
 """Validation keywords leapgen cannot enforce yet -> the one argument value
 that makes the keyword a no-op (``None``: none)."""
 
@@ -149,6 +162,9 @@ SUPPORTED = frozenset({"type", "enum", "const", NOT_ENUM, *APPLICATORS, *KEYWORD
 
 MAX_WARNINGS = 50
 ANY_RULE = "json_value"
+MAX_EXCLUSIVE_SIZE = 60_000
+"""Largest grammar (IR nodes, rules counted once) kept with exclusive ``oneOf``
+branches; beyond it the schema is compiled again with ``oneOf`` as ``anyOf``."""
 RULE_MIN_SIZE = 300
 """Array items and property values at least this large (IR nodes, tree
 expanded) become rule candidates (:meth:`_Compiler.rule`)."""
@@ -209,12 +225,34 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
             schema = json.loads(schema)
         except ValueError as exc:
             raise SchemaError(f"the schema is not valid JSON: {exc}", pointer="") from exc
+    ignored = any_whitespace and (indent is not None or separators is not None)
+    try:
+        return _compile(schema, layout, strict_mode, cfg, ignored, exclusive_one_of=True)
+    except _TooLarge:
+        # making overlapping oneOf branches exclusive grew the grammar too much: anyOf with a warning
+        return _compile(schema, layout, strict_mode, cfg, ignored, exclusive_one_of=False)
+
+
+class _TooLarge(Exception):
+    """The grammar built with exclusive oneOf branches is too large."""
+
+
+def _compile(schema, layout: Layout, strict_mode: bool, cfg: bool, ignored_layout: bool, *,
+             exclusive_one_of: bool):
     comp = _Compiler(schema, layout, strict_mode, cfg)
-    if any_whitespace and (indent is not None or separators is not None):
+    comp.exclusive_one_of = exclusive_one_of
+    if ignored_layout:
         comp.warn("", "indent/separators are ignored because any_whitespace=True")
-    node = comp.compile(schema, "", 0)
+    try:
+        node = comp.compile(schema, "", 0)
+    except SchemaError as exc:
+        if comp.used_exclusive and "expands to more than" in str(exc):
+            raise _TooLarge() from exc
+        raise
+    rules = {"root": node, **comp.rules}
+    if comp.used_exclusive and grammar_size(rules) > MAX_EXCLUSIVE_SIZE:
+        raise _TooLarge()
     if comp.rules:
-        rules = {"root": node, **comp.rules}
         node = simplify_grammar(ir.Grammar(rules, "root", kept_rules(rules, "root")))
     if node == ir.NOTHING:
         raise SchemaError("the schema admits no JSON value", pointer="")
@@ -247,6 +285,8 @@ class _Compiler(Applicators):
         self._normal: dict = {}  # id(schema) -> normalized schema
         self._size_memo: dict = {}
         self._rule_names: dict = {}  # rule body -> its name (see rule())
+        self.exclusive_one_of = True  # overlapping oneOf: conjoin each branch with the others' complements
+        self.used_exclusive = False
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -348,8 +388,6 @@ class _Compiler(Applicators):
             if key in UNSUPPORTED:
                 noop = UNSUPPORTED[key]
                 if noop is not None and arg == noop and type(arg) is type(noop):
-                    continue
-                if key in ("minContains", "maxContains") and "contains" not in schema:
                     continue
                 raise SchemaError(f"keyword {key!r} is not supported yet", pointer=_ptr(ptr, key))
             if self.strict:

@@ -128,8 +128,22 @@ def _may_fit(schema: dict, data, root, depth: int = 0) -> bool:
             return _may_fit(target, data, root, depth + 1)
     t = schema.get("type")
     kind = "object" if isinstance(data, dict) else "array" if isinstance(data, list) else None
+    if isinstance(t, (str, list)) and not (kind is None or kind in ([t] if isinstance(t, str) else t)):
+        return False
+    if kind == "object":
+        if isinstance(schema.get("required"), list) and not all(r in data for r in schema["required"]):
+            return False
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        for k, sub in props.items():
+            if k in data and isinstance(sub, dict):
+                if "const" in sub and sub["const"] != data[k]:
+                    return False
+                if isinstance(sub.get("enum"), list) and data[k] not in sub["enum"]:
+                    return False
+        if schema.get("additionalProperties") is False and props and not all(k in props for k in data):
+            return False
     if isinstance(t, (str, list)):
-        return kind is None or kind in ([t] if isinstance(t, str) else t)
+        return True
     if "properties" in schema:
         return kind == "object"
     if "items" in schema or "prefixItems" in schema:

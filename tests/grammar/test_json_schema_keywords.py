@@ -139,8 +139,8 @@ def test_not_required_and_properties():
 
 def test_not_unsupported_is_an_error():
     with pytest.raises(SchemaError) as err:
-        json_schema_to_ir({"type": "array", "not": {"items": {"type": "null"}}})
-    assert err.value.pointer == "/not/items"
+        json_schema_to_ir({"type": "object", "not": {"additionalProperties": {"type": "null"}}})
+    assert err.value.pointer == "/not/additionalProperties"
 
 
 def test_if_then_else_discriminator():
@@ -233,3 +233,32 @@ def test_derivative_matcher():
     assert is_empty(ir.intersect(parse_regex("^a"), parse_regex("^b"))) is True
     assert is_empty(ir.intersect(parse_regex("a", search=True), parse_regex("b", search=True))) is False
     assert is_empty(ir.diff(parse_regex("[ab]"), parse_regex("a|b"))) is True
+
+
+def test_contains_with_counts():
+    check({"type": "array", "contains": {"type": "integer"}}, accept=['[1]', '["a",1,"b"]', '[1,2]'],
+          reject=['[]', '["a"]'])
+    check({"type": "array", "items": {"type": ["integer", "string"]}, "contains": {"type": "integer"},
+           "minContains": 2, "maxContains": 3}, accept=['[1,2]', '["a",1,"b",2,3]'],
+          reject=['[1]', '[1,2,3,4]', '[1,2,null]'])
+    check({"type": "array", "contains": {"const": 1}, "minContains": 0, "maxContains": 1},
+          accept=['[]', '[2]', '[1,2]'], reject=['[1,1]'])
+
+
+def test_one_of_disjoint_by_required_property():
+    s = {"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "string"}}, "patternProperties": {"^b$": {"type": "null"}},
+         "required": ["a"]},
+        {"type": "object", "properties": {"b": {"type": "string"}}, "patternProperties": {"^a$": {"type": "null"}},
+         "required": ["b"]},
+        {"type": "object", "properties": {"c": {}}, "required": ["c"], "additionalProperties": False}]}
+    check(s, accept=['{"a":"x"}', '{"b":"x","a":null}', '{"c":1}'], reject=['{"a":"x","b":"y"}'])
+
+
+def test_not_of_array_keywords():
+    check({"type": "array", "not": {"items": {"type": "integer"}}}, accept=['[1,"a"]', '["a"]'], reject=['[]', '[1,2]'])
+    check({"type": "array", "not": {"prefixItems": [{"type": "integer"}]}}, accept=['["a"]', '["a",1]'],
+          reject=['[]', '[1]', '[1,"a"]'])
+    check({"type": "array", "not": {"contains": {"type": "integer"}}}, accept=['[]', '["a"]'], reject=['[1]', '["a",2]'])
+    s = {"oneOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array", "items": {"minimum": 0}}]}
+    check(s, accept=['[-1]', '[1.5]', '["a"]'], reject=['[]', '[1]'], strict_mode=False)
