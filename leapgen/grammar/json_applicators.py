@@ -52,10 +52,10 @@ class Applicators:
         while isinstance(schema, dict) and ("$ref" in schema or "allOf" in schema):
             if "$ref" in schema:
                 target, tptr = self.refs.resolve(schema["$ref"], _ptr(ptr, "$ref"), ptr)
-                if tptr in seen or (merging and tptr in self._ref_stack):
+                if tptr in seen or (merging and tptr in self._ref_stack and not self.recursion_by_rules):
                     self._cycle(ptr, tptr)
                 seen.append(tptr)
-                rest = {k: v for k, v in schema.items() if k != "$ref" and k in VALIDATION_KEYWORDS}
+                rest = self._ref_siblings(schema)
                 schema, ptr = (target, tptr) if not rest else (self._conj(rest, target, ptr, tptr), ptr)
             else:
                 schema = self._merge_all_of(schema, ptr)
@@ -164,7 +164,7 @@ class Applicators:
 
     def _ref(self, schema: dict, ptr: str, depth: int) -> Node:
         target, tptr = self.refs.resolve(schema["$ref"], _ptr(ptr, "$ref"), ptr)
-        rest = {k: v for k, v in schema.items() if k != "$ref" and k in VALIDATION_KEYWORDS}
+        rest = self._ref_siblings(schema)
         if self.cfg and not rest and not self._in_product:
             # every target is a rule; simplify_grammar inlines those that do not recurse
             name = "ref:" + (tptr or "#")
@@ -177,7 +177,7 @@ class Applicators:
                 finally:
                     self._ref_stack.pop()
             return ir.RuleRef(name)
-        if tptr in self._ref_stack:
+        if tptr in self._ref_stack and not self.recursion_by_rules:
             self._cycle(ptr, tptr)
         self._ref_stack.append(tptr)
         try:
@@ -188,6 +188,15 @@ class Applicators:
             return self.compile(merged, ptr, depth)
         finally:
             self._ref_stack.pop()
+
+    def _ref_siblings(self, schema: dict) -> dict:
+        """The keywords next to ``$ref`` that apply with it: its validation
+        siblings (2020-12), or none when the root's ``$schema`` declares draft
+        4, 6 or 7, where "all other properties in a $ref object MUST be
+        ignored"."""
+        if self.legacy_ref:
+            return {}
+        return {k: v for k, v in schema.items() if k != "$ref" and k in VALIDATION_KEYWORDS}
 
     def _check_ref_chain(self, target, tptr: str) -> None:
         """Reject a chain of bare ``$ref`` that comes back to where it started
@@ -201,17 +210,43 @@ class Applicators:
                                   "comes back to itself without any structure", pointer=_ptr(chain[-1], "$ref"))
             chain.append(nxt)
 
-    def _merge_all_of(self, schema: dict, ptr: str):
+    def _merge_all_of(self, schema: dict, ptr: str, seen: list | None = None):
+        """``schema`` with its ``allOf`` branches merged in (``seen`` collects
+        the ``$ref`` targets merged)."""
         branches = schema["allOf"]
         if not isinstance(branches, list) or not branches:
             raise SchemaError("allOf must be a non-empty array", pointer=_ptr(ptr, "allOf"))
         out = {k: v for k, v in schema.items() if k != "allOf"}
         for i, b in enumerate(branches):
             bp = _ptr(ptr, "allOf", i)
-            b, _, _ = self._deref(b, bp)
+            b, _, refs = self._deref(b, bp)
+            if seen is not None:
+                seen.extend(refs)
             out = conj(out, self._close_child(b, bp), bp, ANNOTATIONS)
         self._keep.append(out)
         return out
+
+    def _all_of(self, schema: dict, ptr: str, depth: int) -> Node:
+        """``allOf``: one real branch alone is compiled as itself (a ``$ref``
+        stays a rule, so a recursion through it works); otherwise the merge,
+        compiled with the merged ``$ref`` targets on the reference stack (a
+        merge that recurses is refused, not unrolled forever)."""
+        branches = schema["allOf"]
+        if isinstance(branches, list):
+            real = [(i, b) for i, b in enumerate(branches) if b is not True and b != {}]
+            if len(real) == 1 and not any(k in VALIDATION_KEYWORDS for k in schema if k != "allOf"):
+                i, b = real[0]
+                return self.compile(b, _ptr(ptr, "allOf", i), depth)
+        seen: list = []
+        merged = self._merge_all_of(schema, ptr, seen)
+        if self.recursion_by_rules:  # a recursion comes back to an original subschema: compile() makes it a rule
+            return self.compile(merged, ptr, depth)
+        fresh = [t for t in seen if t not in self._ref_stack]
+        self._ref_stack.extend(fresh)
+        try:
+            return self.compile(merged, ptr, depth)
+        finally:
+            del self._ref_stack[len(self._ref_stack) - len(fresh):]
 
     def _any_of(self, schema: dict, ptr: str, depth: int) -> Node:
         if "oneOf" in schema:  # only from a merge that skipped normalize

@@ -79,7 +79,9 @@ keyword                     support
                             recursion becomes CFG rules (SchemaError with
                             ``cfg=False``, with the indent layout, through a
                             ``$ref`` with sibling keywords, or for a bare
-                            ``$ref`` chain that loops); no remote documents
+                            ``$ref`` chain that loops); no remote documents;
+                            siblings of ``$ref`` apply (2020-12), or are
+                            ignored when the root's ``$schema`` is draft 4-7
 ``unevaluatedProperties``   as ``additionalProperties`` after merging
 ``unevaluatedItems``        as ``items`` after merging
 annotations                 ignored: title, description, default, examples, ...
@@ -227,10 +229,14 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
             raise SchemaError(f"the schema is not valid JSON: {exc}", pointer="") from exc
     ignored = any_whitespace and (indent is not None or separators is not None)
     try:
-        return _compile(schema, layout, strict_mode, cfg, ignored, exclusive_one_of=True)
-    except _TooLarge:
-        # making overlapping oneOf branches exclusive grew the grammar too much: anyOf with a warning
-        return _compile(schema, layout, strict_mode, cfg, ignored, exclusive_one_of=False)
+        try:
+            return _compile(schema, layout, strict_mode, cfg, ignored, exclusive_one_of=True)
+        except _TooLarge:
+            # making overlapping oneOf branches exclusive grew the grammar too much: anyOf with a warning
+            return _compile(schema, layout, strict_mode, cfg, ignored, exclusive_one_of=False)
+    except RecursionError:
+        raise SchemaError("the schema nests (or merges recursive subschemas) too deeply to compile", pointer="") \
+            from None
 
 
 class _TooLarge(Exception):
@@ -271,6 +277,8 @@ class _Compiler(Applicators):
     def __init__(self, root, layout: Layout, strict: bool, cfg: bool = False):
         self.root = root
         self.refs = RefIndex(root)
+        dialect = root.get("$schema") if isinstance(root, dict) else None
+        self.legacy_ref = isinstance(dialect, str) and any(f"draft-0{d}" in dialect for d in (3, 4, 6, 7))
         self.layout = layout
         self.strict = bool(strict)
         self.warnings: list[str] = []
@@ -285,6 +293,7 @@ class _Compiler(Applicators):
         self._normal: dict = {}  # id(schema) -> normalized schema
         self._size_memo: dict = {}
         self._rule_names: dict = {}  # rule body -> its name (see rule())
+        self._active: dict = {}  # compile() keys in progress -> rule name once re-entered
         self.exclusive_one_of = True  # overlapping oneOf: conjoin each branch with the others' complements
         self.used_exclusive = False
 
@@ -348,10 +357,30 @@ class _Compiler(Applicators):
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        node = self._compile_dict(self.normalize(schema, ptr), ptr, depth)
+        if key in self._active:  # re-entered: a recursion through merged schemas
+            if not self.recursion_by_rules:
+                raise SchemaError("recursive schema: this subschema contains itself through allOf/$ref merges; "
+                                  + ("recursion needs cfg=True" if not self.cfg else
+                                     "not inside an enum/const or propertyNames intersection"), pointer=ptr)
+            name = self._active[key] or f"rec:{ptr or '#'}#{len(self.rules)}"
+            self._active[key] = name
+            return ir.RuleRef(name)
+        self._active[key] = None
+        try:
+            node = self._compile_dict(self.normalize(schema, ptr), ptr, depth)
+        finally:
+            name = self._active.pop(key)
+        if name is not None:  # it refers to itself: a rule
+            self.rules[name] = node
+            node = ir.RuleRef(name)
         self._cache[key] = node
         self._keep.append(schema)
         return node
+
+    @property
+    def recursion_by_rules(self) -> bool:
+        """Whether a recursion can become a rule here (CFG mode, outside intersections)."""
+        return self.cfg and not self._in_product
 
     def compile_regular(self, schema, ptr: str, depth: int) -> Node:
         """Like :meth:`compile`, but never a rule reference (bounded any-values)."""
@@ -368,8 +397,7 @@ class _Compiler(Applicators):
         if "$ref" in schema:
             return self._ref(schema, ptr, depth)
         if "allOf" in schema:
-            merged = self._merge_all_of(schema, ptr)
-            return self.compile(merged, ptr, depth)
+            return self._all_of(schema, ptr, depth)
         if "anyOf" in schema or "oneOf" in schema:
             return self._any_of(schema, ptr, depth)
         if "const" in schema or "enum" in schema:

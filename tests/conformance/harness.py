@@ -83,7 +83,10 @@ def _schema_order(schema, data, root, depth=0):
             part = part.replace("~1", "/").replace("~0", "~")
             target = target.get(part) if isinstance(target, dict) else None
         if isinstance(target, dict):
-            return _schema_order({**target, **{k: v for k, v in schema.items() if k != "$ref"}}, data, root, depth + 1)
+            merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+            if isinstance(target.get("properties"), dict) and isinstance(schema.get("properties"), dict):
+                merged["properties"] = {**target["properties"], **schema["properties"]}
+            return _schema_order(merged, data, root, depth + 1)
     for key in ("allOf", "anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
             for sub in schema[key]:

@@ -262,3 +262,24 @@ def test_not_of_array_keywords():
     check({"type": "array", "not": {"contains": {"type": "integer"}}}, accept=['[]', '["a"]'], reject=['[1]', '["a",2]'])
     s = {"oneOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "array", "items": {"minimum": 0}}]}
     check(s, accept=['[-1]', '[1.5]', '["a"]'], reject=['[]', '[1]'], strict_mode=False)
+
+
+def test_ref_siblings_follow_the_declared_draft():
+    defs = {"file": {"type": "object", "properties": {"a": {"type": "integer"}}}}
+    sub = {"$ref": "#/definitions/file", "properties": {"b": {}}, "additionalProperties": False}
+    # 2020-12: the siblings apply with the target (so "a" is an additional property)
+    check({"definitions": defs, "type": "object", "properties": {"x": sub}},
+          accept=['{"x":{"b":1}}'], reject=['{"x":{"a":1}}'])
+    # draft-07: "All other properties in a $ref object MUST be ignored"
+    check({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": defs, "type": "object",
+           "properties": {"x": sub}}, accept=['{"x":{"a":1}}', '{"x":{"a":1,"b":1}}'], reject=['{"x":{"a":"s"}}'],
+          strict_mode=False)
+
+
+def test_recursion_through_all_of_merges_becomes_a_rule():
+    s = {"$defs": {"node": {"type": "object", "properties": {
+        "kids": {"type": "array", "items": {"allOf": [{"$ref": "#/$defs/node"}, {"required": ["v"]}]}},
+        "v": {"type": "integer"}}}}, "$ref": "#/$defs/node"}
+    node, _ = json_schema_to_ir(s, any_whitespace=False)
+    assert isinstance(node, ir.Grammar)
+    check(s, accept=['{"kids":[{"kids":[{"v":2}],"v":1}]}', '{}'], reject=['{"kids":[{}]}', '{"kids":[{"kids":[{}],"v":1}]}'])
