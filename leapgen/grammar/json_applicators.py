@@ -10,8 +10,10 @@
   inlines those that do not recurse); with siblings: merged with its target.
 * ``allOf``: the branches merged into one schema (:mod:`.json_merge`).
 * ``anyOf``: the union of the branches, each merged with the sibling keywords.
-* ``oneOf``: ``anyOf``, exact when the branches are provably disjoint, else a
-  warning (:meth:`Applicators.normalize`).
+* ``oneOf``: ``anyOf``, exact when the branches are provably disjoint
+  (:mod:`.json_disjoint`) or when each branch can be conjoined with the
+  complements of the branches it may overlap; else a warning
+  (:meth:`Applicators.normalize`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from leapgen.errors import SchemaError
 
 from . import ir
 from .ir import Node
+from .json_disjoint import disjoint, kinds
 from .json_logic import rewrite
-from .json_merge import VALIDATION_KEYWORDS, close_child, conj, disjoint, kinds
+from .json_merge import VALIDATION_KEYWORDS, close_child, conj
 from .json_refs import join_pointer as _ptr
 
 ANNOTATIONS = frozenset({
@@ -34,7 +37,8 @@ OpenAPI annotations)."""
 
 
 MAX_EXCLUSIVE_BRANCHES = 6
-"""Most ``oneOf`` branches made mutually exclusive by negation."""
+"""Most ``oneOf`` branches that may overlap one another made exclusive by negation (a branch
+conjoined with at most this many minus one complements)."""
 
 
 class Applicators:
@@ -85,7 +89,7 @@ class Applicators:
                 raise SchemaError("oneOf must be a non-empty array", pointer=_ptr(ptr, "oneOf"))
             rest = {k: v for k, v in out.items() if k != "oneOf" and k in VALIDATION_KEYWORDS}
             if not self.provably_disjoint(branches, ptr, rest):
-                exact = self._exclusive(branches, ptr) if self.exclusive_one_of else None
+                exact = self._exclusive(branches, ptr, rest) if self.exclusive_one_of else None
                 self.used_exclusive |= exact is not None
                 if exact is None:
                     self.warn(_ptr(ptr, "oneOf"), "branches may overlap, so oneOf is compiled as anyOf (a value "
@@ -102,42 +106,48 @@ class Applicators:
             self._keep.append(out)
         return out
 
-    def _exclusive(self, branches: list, ptr: str) -> list | None:
+    def _exclusive(self, branches: list, ptr: str, rest: dict | None = None) -> list | None:
         """``oneOf`` made exact: branch ``i`` conjoined with the complement of
-        every other branch (:func:`.json_logic.negate`), each merged into one
-        schema now; None when a complement is not expressible, the merge
-        fails or grows too large (at most :data:`MAX_EXCLUSIVE_BRANCHES`
-        branches)."""
+        every other branch it may overlap (:func:`.json_logic.negate`; branches
+        provably disjoint from it, :func:`.json_disjoint.disjoint`, need none),
+        each merged into one schema now; None when a complement is not
+        expressible, the merge fails, or a branch may overlap more than
+        ``MAX_EXCLUSIVE_BRANCHES - 1`` others."""
         from .json_logic import negate
 
-        if len(branches) > MAX_EXCLUSIVE_BRANCHES:
+        overlaps = self._overlaps(branches, ptr, rest)
+        if any(len(o) >= MAX_EXCLUSIVE_BRANCHES for o in overlaps):
             return None
         try:
-            negs = [negate(self, b, _ptr(ptr, "oneOf", i)) for i, b in enumerate(branches)]
+            negs = {j: negate(self, branches[j], _ptr(ptr, "oneOf", j)) for o in overlaps for j in o}
             out = []
             for i, b in enumerate(branches):
                 bp = _ptr(ptr, "oneOf", i)
                 merged = self.normalize(b, bp)
-                for j, neg in enumerate(negs):
-                    if j != i and merged is not False:
-                        merged = self._conj(merged, neg, bp) if merged is not True else neg
+                for j in overlaps[i]:
+                    if merged is not False:
+                        merged = self._conj(merged, negs[j], bp) if merged is not True else negs[j]
                 out.append(self.keep(merged) if isinstance(merged, dict) else merged)
             return out
         except (SchemaError, RecursionError):
             return None
 
-    def provably_disjoint(self, branches: list, ptr: str, rest: dict | None = None) -> bool:
-        """Whether no value can match two of ``branches`` (each conjoined with ``rest``)."""
+    def _overlaps(self, branches: list, ptr: str, rest: dict | None) -> list:
+        """Per branch, the other branches not provably disjoint from it (each conjoined with ``rest``)."""
         ks = []
         for i, b in enumerate(branches):
             bp = _ptr(ptr, "oneOf", i)
             try:
-                if rest:
-                    b = self.keep(self._conj(rest, b, bp))
-                ks.append(kinds(self, b, bp))
+                ks.append(kinds(self, self.keep(self._conj(rest, b, bp)) if rest else b, bp))
             except SchemaError:
-                return False
-        return all(disjoint(ks[i], ks[j]) for i in range(len(ks)) for j in range(i + 1, len(ks)))
+                ks.append(None)
+        return [[j for j in range(len(branches)) if j != i and (ks[i] is None or ks[j] is None
+                                                                 or not disjoint(ks[i], ks[j]))]
+                for i in range(len(branches))]
+
+    def provably_disjoint(self, branches: list, ptr: str, rest: dict | None = None) -> bool:
+        """Whether no value can match two of ``branches`` (each conjoined with ``rest``)."""
+        return not any(self._overlaps(branches, ptr, rest))
 
     def _cycle(self, ptr: str, target: str):
         if self.cfg:

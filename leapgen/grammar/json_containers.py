@@ -14,6 +14,7 @@ from . import ir
 from .ir import Node
 from .json_layout import container
 from .json_merge import BLIND_ITEMS, MISSING, join_pointer
+from .json_unique import unique_items
 
 
 def count_arg(schema: dict, key: str, ptr: str) -> int | None:
@@ -29,7 +30,32 @@ def count_arg(schema: dict, key: str, ptr: str) -> int | None:
 
 
 def compile_array(c, schema: dict, ptr: str, depth: int) -> Node:
-    """The IR of an array under ``schema`` (``prefixItems``, ``items``, ``minItems``, ``maxItems``)."""
+    """The IR of an array under ``schema`` (``prefixItems``, ``items``, ``minItems``, ``maxItems``,
+    ``uniqueItems``: :func:`_unique`)."""
+    node = _array(c, schema, ptr, depth)
+    if schema.get("uniqueItems") is True and node != ir.NOTHING:
+        node = _unique(c, schema, node, ptr, depth)
+    return node
+
+
+def _unique(c, schema: dict, node: Node, ptr: str, depth: int) -> Node:
+    """``node`` (the array without ``uniqueItems``) with its items pairwise distinct: free
+    when at most one item fits, exact for items from a small finite set of scalars
+    (:func:`.json_unique.unique_items`), else unchanged with a warning."""
+    cap = count_arg(schema, "maxItems", ptr)
+    if cap is not None and cap <= 1:
+        return node
+    items = schema.get("items", schema.get("unevaluatedItems", True))
+    exact = None
+    if not schema.get("prefixItems") and "contains" not in schema:
+        exact = unique_items(c, items, join_pointer(ptr, "items"), depth)
+    if exact is None:
+        c.warn(join_pointer(ptr, "uniqueItems"), "uniqueItems is not enforced (repeated items are accepted)")
+        return node
+    return ir.intersect(node, exact)
+
+
+def _array(c, schema: dict, ptr: str, depth: int) -> Node:
     prefix = schema.get("prefixItems", [])
     if not isinstance(prefix, list):
         raise SchemaError("prefixItems must be an array", pointer=join_pointer(ptr, "prefixItems"))

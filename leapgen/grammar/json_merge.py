@@ -1,5 +1,5 @@
 """Schema algebra for the JSON Schema front-end: ``allOf`` merging, the
-internal keywords, and provable disjointness for ``oneOf``.
+internal keywords (provable disjointness for ``oneOf``: :mod:`.json_disjoint`).
 
 ``allOf`` (and a ``$ref`` or ``anyOf``/``oneOf`` with sibling keywords, which
 mean the same conjunction) is compiled by merging the subschemas into one
@@ -37,7 +37,7 @@ import math
 from leapgen.errors import SchemaError
 
 from .json_refs import escape_pointer_token, join_pointer  # noqa: F401 (join_pointer re-exported)
-from .json_values import canon_key, json_equal, json_type
+from .json_values import canon_key, json_equal
 
 MISSING = object()
 TYPE_NAMES = ("null", "boolean", "object", "array", "number", "string", "integer")
@@ -349,141 +349,3 @@ def _merge_items(out, a, b, ptr, ignored):
         out["items"] = conj(ia, ib, f"{ptr}/items", ignored)
     elif ia is not MISSING or ib is not MISSING:
         out["items"] = ia if ib is MISSING else ib
-
-
-def values_type_names(values) -> set:
-    """JSON Schema type names of a list of values (``integer`` also counts as ``number``)."""
-    out = set()
-    for v in values:
-        t = json_type(v)
-        out.add(t)
-        if t == "integer":
-            out.add("number")
-    return out
-
-
-# ---------------------------------------------------------------------------
-# oneOf: provable disjointness
-
-
-MAX_KINDS_DEPTH = 4
-
-
-class Kinds:
-    """What a oneOf branch can be (see :func:`kinds`).
-
-    Attributes
-    ----------
-    types : set of str
-        Possible type names (``integer`` also as ``number``).
-    values : list or None
-        Its finite set of values, if it has one.
-    required : list of str
-        Property names an object instance must have.
-    """
-
-    def __init__(self, c, schema, ptr: str, depth: int):
-        self.c, self.schema, self.ptr, self.depth = c, schema, ptr, depth
-        self.types: set = set(TYPE_NAMES)
-        self.values = None
-        self.required: list = []
-        self._members: dict = {}
-
-    def member(self, name: str) -> list:
-        """Kinds of the schemas a present property ``name`` must satisfy."""
-        hit = self._members.get(name)
-        if hit is not None:
-            return hit
-        s = self.schema
-        out = []
-        if isinstance(s, dict) and self.depth < MAX_KINDS_DEPTH:
-            if name in (s.get(ABSENT) or []):
-                out.append(kinds(self.c, False, self.ptr, self.depth + 1))
-            props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-            pats = s.get("patternProperties") if isinstance(s.get("patternProperties"), dict) else {}
-            parts = [props[name]] if name in props else []
-            for pattern, sub in pats.items():
-                try:
-                    if _name_matches(pattern, name, self.ptr):
-                        parts.append(sub)
-                except SchemaError:
-                    pass
-            if not parts:
-                extra = s.get("additionalProperties", MISSING)
-                if extra is not MISSING:
-                    parts.append(extra)
-            if isinstance(s.get(PROPS), dict) and name in s[PROPS]:
-                parts.append(s[PROPS][name])
-            out.extend(kinds(self.c, p, self.ptr, self.depth + 1) for p in parts)
-        self._members[name] = out
-        return out
-
-
-def kinds(c, schema, ptr: str, depth: int = 0) -> Kinds:
-    """What a oneOf branch can be: its possible types, its finite set of
-    values (or None), the properties it requires and what it says about each
-    property (:class:`Kinds`). ``c`` is the running compiler (for ``$ref``
-    and type inference)."""
-    try:
-        schema, ptr, _ = c._deref(schema, ptr, merging=False)
-    except SchemaError:
-        schema = True
-    out = Kinds(c, schema, ptr, depth)
-    if schema is True or not isinstance(schema, dict):
-        if schema is False:
-            out.types, out.values = set(), []
-        return out
-    types = set(c._types(schema, ptr))
-    if "integer" in types:
-        types.add("number")
-    values = None
-    if "const" in schema:
-        values = [schema["const"]]
-    if isinstance(schema.get("enum"), list):
-        values = schema["enum"] if values is None else [v for v in values if any(
-            _eq(v, e) for e in schema["enum"])]
-    if values is not None:
-        try:
-            types &= values_type_names(values)
-        except ValueError:
-            pass
-    for kw in ("anyOf", "oneOf"):
-        if isinstance(schema.get(kw), list) and depth < MAX_KINDS_DEPTH:
-            sub = set()
-            for b in schema[kw]:
-                sub |= kinds(c, b, ptr, depth + 1).types
-            types &= sub
-    out.types, out.values = types, values
-    if isinstance(schema.get("required"), list):
-        out.required = [r for r in schema["required"] if isinstance(r, str)]
-    return out
-
-
-def disjoint(a: Kinds, b: Kinds, depth: int = 0) -> bool:
-    """Whether two :func:`kinds` provably share no value: no common type, no
-    common value, or (objects) a property one requires on which the two
-    say disjoint things (a property the other forbids included)."""
-    ta, tb = a.types, b.types
-    if not (ta & tb):
-        return True
-    va, vb = a.values, b.values
-    if va is not None and vb is not None:
-        return not any(_eq(x, y) for x in va for y in vb)
-    for vals, types in ((va, tb), (vb, ta)):
-        if vals is not None and not any(_has_any_type(v, types) for v in vals):
-            return True
-    if (ta & tb) == {"object"} and depth < MAX_KINDS_DEPTH:
-        for x, y in ((a, b), (b, a)):
-            for name in x.required:
-                mx, my = x.member(name), y.member(name)
-                if any(disjoint(p, q, depth + 1) for p in mx for q in my):
-                    return True
-    return False
-
-
-def _has_any_type(value, types) -> bool:
-    try:
-        t = json_type(value)
-    except ValueError:
-        return True
-    return t in types or (t == "integer" and "number" in types)

@@ -15,16 +15,12 @@ from . import ir
 from .ir import Node
 from .json_containers import count_arg
 from .json_formats import FORMATS
+from .json_lengths import MAX_EXACT_LENGTH, blocked_content
 from .json_merge import NON_INTEGER, NOT_FORMATS, NOT_PATTERNS, Patterns, join_pointer
 from .json_numbers import (NO_EXPONENT, NON_INTEGER_NUMBER, decimal_spellings, int_range, multiple_of,
                            number_range)
 from .json_strings import PatternEncodeError, json_encode_regex, quoted, spell_any, string_content
 from .json_values import json_type
-
-MAX_EXACT_LENGTH = 256
-"""Largest ``minLength``/``maxLength`` compiled exactly: each counted character
-costs about 20 automaton states (the escapes and UTF-8 sequences of one
-character), so a larger bound is not enforced (with a warning)."""
 
 CANONICAL_CONTENT = ir.star(json_encode_regex(ir.ANY_CHAR))
 
@@ -105,19 +101,43 @@ def exclude_values(c, node: Node, type_name: str, values: list, ptr: str) -> Nod
 
 def compile_string(c, schema: dict, ptr: str, depth: int) -> Node:
     """``type: string`` with ``minLength``/``maxLength``/``pattern``/``format``
-    and their negations (all intersected)."""
+    and their negations (all intersected).
+
+    A length bound above :data:`.json_lengths.MAX_EXACT_LENGTH` is exact
+    (:func:`.json_lengths.blocked_content`) when the string has no other
+    constraint and rules are allowed here; otherwise a larger ``minLength`` is
+    enforced as that bound and a larger ``maxLength`` not at all (warnings).
+    """
     lo = count_arg(schema, "minLength", ptr) or 0
     hi = count_arg(schema, "maxLength", ptr)
     if hi is not None and lo > hi:
         return ir.NOTHING
+    parts = _content_constraints(c, schema, ptr)
+    if max(lo, hi or 0) > MAX_EXACT_LENGTH:
+        if not parts and c.recursion_by_rules:
+            return quoted(blocked_content(c, lo, hi))
+        lo, hi = _capped_lengths(c, lo, hi, ptr)
+    if lo or hi is not None or not parts:
+        parts.append(string_content(lo, hi))
+    return quoted(ir.intersect(*parts))
+
+
+def _capped_lengths(c, lo: int, hi: int | None, ptr: str) -> tuple[int, int | None]:
+    """Length bounds cut to what the regular automaton counts, with warnings."""
+    why = "next to pattern/format" if c.recursion_by_rules else "inside an intersection or without CFG rules"
     if lo > MAX_EXACT_LENGTH:
-        c.warn(join_pointer(ptr, "minLength"), f"minLength {lo} is above {MAX_EXACT_LENGTH}: enforced as "
+        c.warn(join_pointer(ptr, "minLength"), f"minLength {lo} is above {MAX_EXACT_LENGTH} ({why}): enforced as "
                                                f"{MAX_EXACT_LENGTH} (shorter strings are accepted)")
         lo = MAX_EXACT_LENGTH
     if hi is not None and hi > MAX_EXACT_LENGTH:
-        c.warn(join_pointer(ptr, "maxLength"), f"maxLength {hi} is above {MAX_EXACT_LENGTH}: not enforced "
+        c.warn(join_pointer(ptr, "maxLength"), f"maxLength {hi} is above {MAX_EXACT_LENGTH} ({why}): not enforced "
                                                "(longer strings are accepted)")
         hi = None
+    return lo, hi
+
+
+def _content_constraints(c, schema: dict, ptr: str) -> list:
+    """The string contents ``pattern``, ``format`` and their negations allow (one node each)."""
     parts = []
     if "pattern" in schema:
         pats = schema["pattern"]
@@ -135,9 +155,7 @@ def compile_string(c, schema: dict, ptr: str, depth: int) -> Node:
             excluded.append(node)
     if excluded:
         parts.append(ir.diff(CANONICAL_CONTENT, ir.alt(*excluded)))
-    if lo or hi is not None or not parts:
-        parts.append(string_content(lo, hi))
-    return quoted(ir.intersect(*parts))
+    return parts
 
 
 def format_content(c, fmt, ptr: str) -> Node | None:

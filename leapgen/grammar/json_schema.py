@@ -47,11 +47,14 @@ keyword                     support
                             too); ``prefixItems`` without ``items`` in strict
                             mode: no further items
 ``minItems``/``maxItems``   yes
-``uniqueItems: true``       not enforced: a warning
+``uniqueItems: true``       exact for items from a small finite set of
+                            scalars (:mod:`.json_unique`) or at most one
+                            item; otherwise not enforced (a warning)
 ``minLength``/``maxLength`` yes, in code points (an escape is one character);
-                            a bound above :data:`.json_scalars.MAX_EXACT_LENGTH`
-                            is not enforced (a warning: the automaton would
-                            grow by ~20 states per character)
+                            a bound above :data:`.json_lengths.MAX_EXACT_LENGTH`
+                            is counted in blocks of a rule (exact, CFG mode);
+                            next to ``pattern``/``format`` or in an
+                            intersection it is not enforced (a warning)
 ``pattern``                 yes: ECMAScript via :func:`.regex.parse_regex`
                             (unanchored search), re-encoded as JSON string
                             content (:mod:`.json_strings`)
@@ -65,12 +68,15 @@ keyword                     support
                             SchemaError)
 ``anyOf``                   yes (sibling keywords merged into each branch)
 ``oneOf``                   exact: ``anyOf`` when the branches are provably
-                            disjoint (types, values, a required property on
-                            which the branches disagree); else each branch
-                            conjoined with the complements of the others
-                            (:func:`.json_logic.negate`, at most 6 branches,
-                            grammar at most ``MAX_EXCLUSIVE_SIZE``); else
-                            ``anyOf`` with a warning
+                            disjoint (types, values, string patterns, a
+                            required property on which the branches
+                            disagree, nested alternatives:
+                            :mod:`.json_disjoint`); else each branch
+                            conjoined with the complements of the branches it
+                            may overlap (:func:`.json_logic.negate`, at most 5
+                            per branch, grammar at most
+                            ``MAX_EXCLUSIVE_SIZE``); else ``anyOf`` with a
+                            warning
 ``allOf``                   merged into one schema when exact
                             (:mod:`.json_merge`)
 ``$ref``                    ``#/...`` JSON pointers (``~0``/``~1``,
@@ -259,7 +265,7 @@ def _compile(schema, layout: Layout, strict_mode: bool, cfg: bool, ignored_layou
     if comp.used_exclusive and grammar_size(rules) > MAX_EXCLUSIVE_SIZE:
         raise _TooLarge()
     if comp.rules:
-        node = simplify_grammar(ir.Grammar(rules, "root", kept_rules(rules, "root")))
+        node = simplify_grammar(ir.Grammar(rules, "root", kept_rules(rules, "root") | comp.forced_rules))
     if node == ir.NOTHING:
         raise SchemaError("the schema admits no JSON value", pointer="")
     return node, comp.warnings
@@ -287,6 +293,7 @@ class _Compiler(Applicators):
         self._ref_stack: list[str] = []
         self.cfg = bool(cfg) and not layout.depth_dependent
         self.rules: dict[str, Node] = {}  # rule name -> body (cfg mode)
+        self.forced_rules: set[str] = set()  # rules kept even when inlining them would be cheap
         self._in_product = 0  # > 0 while compiling an operand of an intersection (no recursive rules there)
         self._any_memo: dict = {}
         self._pattern_memo: dict = {}
@@ -407,11 +414,9 @@ class _Compiler(Applicators):
         return self._typed(schema, ptr, depth)
 
     def _scan(self, schema: dict, ptr: str) -> None:
-        """Reject unsupported keywords; warn about unknown ones and best-effort ones."""
+        """Reject unsupported keywords; warn about unknown ones."""
         for key, arg in schema.items():
             if key in ANNOTATIONS or key in SUPPORTED:
-                if key == "uniqueItems" and arg is True:
-                    self.warn(_ptr(ptr, key), "uniqueItems is not enforced (repeated items are accepted)")
                 continue
             if key in UNSUPPORTED:
                 noop = UNSUPPORTED[key]

@@ -25,13 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 import time
 from pathlib import Path
 
 import leapgen
 from leapgen.errors import LeapgenError
+from tests.conformance.key_order import schema_order
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 SUITE_DIR = SHARED / "corpora" / "json-schema-test-suite" / "tests" / "draft2020-12"
@@ -72,88 +72,6 @@ def suite_key(path: Path) -> str:
     return path.relative_to(SUITE_DIR).with_suffix("").as_posix()
 
 
-def _schema_order(schema, data, root, depth=0):
-    """``data`` with object keys reordered to follow ``properties`` (best effort, local refs)."""
-    if depth > 50 or not isinstance(schema, dict):
-        return data
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#"):
-        target = root
-        for part in ref[1:].split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            target = target.get(part) if isinstance(target, dict) else None
-        if isinstance(target, dict):
-            merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-            if isinstance(target.get("properties"), dict) and isinstance(schema.get("properties"), dict):
-                merged["properties"] = {**target["properties"], **schema["properties"]}
-            return _schema_order(merged, data, root, depth + 1)
-    for key in ("allOf", "anyOf", "oneOf"):
-        if isinstance(schema.get(key), list):
-            for sub in schema[key]:
-                if isinstance(sub, dict) and ("properties" in sub or "$ref" in sub or "items" in sub) and \
-                        _may_fit(sub, data, root):
-                    return _schema_order({**sub, **{k: v for k, v in schema.items() if k != key}}, data, root, depth + 1)
-    if isinstance(data, dict):
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        extra = schema.get("additionalProperties")
-        out = {k: _schema_order(props[k], data[k], root, depth + 1) for k in props if k in data}
-        pats = schema.get("patternProperties") if isinstance(schema.get("patternProperties"), dict) else {}
-        for k, v in data.items():
-            if k not in out:
-                sub = next((ps for p, ps in pats.items() if _search(p, k)), extra)
-                out[k] = _schema_order(sub, v, root, depth + 1) if isinstance(sub, dict) else v
-        return out
-    if isinstance(data, list):
-        prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else []
-        items = schema.get("items")
-        if isinstance(items, list):  # draft-07 tuple form
-            prefix, items = items, schema.get("additionalItems")
-        return [_schema_order(prefix[i] if i < len(prefix) else items, v, root, depth + 1) for i, v in enumerate(data)]
-    return data
-
-
-def _search(pattern, text: str) -> bool:
-    try:
-        return re.search(pattern, text) is not None
-    except (re.error, TypeError):
-        return False
-
-
-def _may_fit(schema: dict, data, root, depth: int = 0) -> bool:
-    """Whether ``data``'s JSON type fits ``schema`` (local ``$ref`` followed; a rough guess)."""
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#") and depth < 20:
-        target = root
-        for part in ref[1:].split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            target = target.get(part) if isinstance(target, dict) else None
-        if isinstance(target, dict):
-            return _may_fit(target, data, root, depth + 1)
-    t = schema.get("type")
-    kind = "object" if isinstance(data, dict) else "array" if isinstance(data, list) else None
-    if isinstance(t, (str, list)) and not (kind is None or kind in ([t] if isinstance(t, str) else t)):
-        return False
-    if kind == "object":
-        if isinstance(schema.get("required"), list) and not all(r in data for r in schema["required"]):
-            return False
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        for k, sub in props.items():
-            if k in data and isinstance(sub, dict):
-                if "const" in sub and sub["const"] != data[k]:
-                    return False
-                if isinstance(sub.get("enum"), list) and data[k] not in sub["enum"]:
-                    return False
-        if schema.get("additionalProperties") is False and props and not all(k in props for k in data):
-            return False
-    if isinstance(t, (str, list)):
-        return True
-    if "properties" in schema:
-        return kind == "object"
-    if "items" in schema or "prefixItems" in schema:
-        return kind == "array"
-    return True
-
-
 def accepts(compiled, schema, data) -> bool:
     """Whether some compact serialization of ``data`` is a complete match."""
     if compiled is EMPTY:
@@ -167,10 +85,10 @@ def accepts(compiled, schema, data) -> bool:
 
 def serializations(schema, data) -> list[str]:
     """The compact JSON texts of ``data`` tried: keys in instance order, and in
-    the schema's property order."""
+    the schema's property order (:func:`.key_order.schema_order`)."""
     texts = [json.dumps(data, separators=SEPARATORS, ensure_ascii=False)]
     try:
-        other = json.dumps(_schema_order(schema, data, schema), separators=SEPARATORS, ensure_ascii=False)
+        other = json.dumps(schema_order(schema, data), separators=SEPARATORS, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         other = texts[0]
     if other != texts[0]:

@@ -158,3 +158,36 @@ def test_unsatisfiable_items():
     assert not ok({"type": "array", "items": False}, "[1]", any_whitespace=False)
     with pytest.raises(SchemaError):
         json_schema_to_ir({"type": "array", "items": False, "minItems": 1})
+
+
+# ---------------------------------------------------------------------------
+# uniqueItems
+
+
+def test_unique_items_from_a_finite_set_are_exact():
+    s = {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True}
+    assert not warnings_of(s, any_whitespace=False)
+    check(s, accept=['[]', '["a"]', '["a","b","c"]', '["c","a"]'],
+          reject=['["a","a"]', '["a","b","a"]', '["c","b","a","a"]', '["d"]'], any_whitespace=False)
+    mixed = {"type": "array", "items": {"enum": [1, "1", 1.5, None]}, "uniqueItems": True}
+    check(mixed, accept=['[1,"1",1.5,null]'], reject=['[1,"1",1]', '[null,null]'], any_whitespace=False)
+    booleans = {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "minItems": 2}
+    check(booleans, accept=['[true,false]', '[false,true]'], reject=['[true,true]', '[true]', '[true,false,true]'],
+          any_whitespace=False)
+
+
+def test_unique_items_follow_the_layout():
+    s = {"type": "object", "properties": {"k": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}}}
+    check(s, accept=['{"k": ["a", "b"]}'], reject=['{"k": ["a", "a"]}'], any_whitespace=False, separators=(", ", ": "))
+    check(s, accept=['{\n  "k": [\n    "b",\n    "a"\n  ]\n}'], reject=['{\n  "k": [\n    "b",\n    "b"\n  ]\n}'],
+          any_whitespace=False, indent=2)
+
+
+def test_unique_items_otherwise_warn_unless_one_item_at_most():
+    strings = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    assert any("uniqueItems" in w for w in warnings_of(strings, any_whitespace=False))
+    one = {**strings, "maxItems": 1}
+    assert not warnings_of(one, any_whitespace=False)
+    check(one, accept=['[]', '["a"]'], reject=['["a","a"]'], any_whitespace=False)
+    big = {"type": "array", "items": {"enum": [f"value-{i}" for i in range(16)]}, "uniqueItems": True}
+    assert any("uniqueItems" in w for w in warnings_of(big, any_whitespace=False))

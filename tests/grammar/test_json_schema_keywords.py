@@ -205,8 +205,37 @@ def test_unknown_formats_and_keywords_without_strict_mode():
     check({"type": "string", "format": "idn-hostname"}, accept=['"x"'], warnings=True, strict_mode=False)
 
 
-def test_large_max_length_is_a_warning_not_a_blowup():
-    check({"type": "string", "maxLength": 32767}, accept=['"abc"'], warnings=True)
+def _text(n: int, unit: str = "a") -> str:
+    return json.dumps(unit * n, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 32767), (0, 257), (300, 1000), (0, 384), (130, 200 + 256), (257, None),
+                                   (1000, 1000)])
+def test_long_lengths_are_exact_through_block_rules(lo, hi):
+    schema = {"type": "string", "minLength": lo} if hi is None else {"type": "string", "minLength": lo,
+                                                                      "maxLength": hi}
+    node, _ = json_schema_to_ir(schema, any_whitespace=False)
+    assert isinstance(node, ir.Grammar)
+    top = hi if hi is not None else lo + 300
+    accept = [_text(n) for n in {lo, top, (lo + top) // 2, lo + 127, lo + 128} if lo <= n <= top]
+    accept.append(json.dumps("é\n\U0001F600" * (lo // 3) + "x" * (lo % 3), ensure_ascii=False))
+    reject = [_text(lo - 1)] if lo else []
+    if hi is not None:
+        reject += [_text(hi + 1), _text(hi + 128)]
+    check(schema, accept=accept, reject=reject)
+
+
+def test_long_length_escapes_count_as_one_character():
+    s = {"type": "string", "maxLength": 300}
+    check(s, accept=['"' + "\\u00e9" * 300 + '"', '"' + "\\ud83d\\ude00" * 300 + '"'],
+          reject=['"' + "\\u00e9" * 301 + '"', '"' + "\\n" * 301 + '"'])
+
+
+def test_long_lengths_next_to_pattern_or_in_regular_mode_warn():
+    check({"type": "string", "maxLength": 32767, "pattern": "^a"}, accept=['"abc"'], warnings=True)
+    check({"type": "string", "maxLength": 32767}, accept=['"abc"'], warnings=True, cfg=False)
+    check({"type": "string", "minLength": 300, "pattern": "^a"}, accept=['"' + "a" * 256 + '"'],
+          reject=['"' + "a" * 255 + '"'], warnings=True)
 
 
 # ---------------------------------------------------------------------------
@@ -253,6 +282,36 @@ def test_one_of_disjoint_by_required_property():
          "required": ["b"]},
         {"type": "object", "properties": {"c": {}}, "required": ["c"], "additionalProperties": False}]}
     check(s, accept=['{"a":"x"}', '{"b":"x","a":null}', '{"c":1}'], reject=['{"a":"x","b":"y"}'])
+
+
+def test_one_of_disjoint_by_patterns_of_a_required_property():
+    names = ["Abs", "Add", "Billow", "Const", "Curve", "Exp", "Max", "Min"]  # more than exclusion handles
+    s = {"oneOf": [{"type": "object", "properties": {"t": {"type": "string", "pattern": f"^{n}$"}, "v": {}},
+                    "required": ["t"], "additionalProperties": False} for n in names]}
+    s["oneOf"].append({"type": "object", "properties": {"t": {"enum": ["Zed", "Abs-1"]}}, "required": ["t"]})
+    check(s, accept=['{"t":"Abs"}', '{"t":"Min","v":1}', '{"t":"Zed"}', '{"t":"Abs-1"}'],
+          reject=['{"t":"Abss"}', '{"v":1}', '{"t":"Abs","w":2}'])
+    overlapping = {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]}
+    check(overlapping, accept=['"ax"', '"xb"'], reject=['"ab"', '"x"'])
+
+
+def test_one_of_disjoint_through_nested_alternatives():
+    kinds = ["composer", "vcs", "path", "artifact", "pear", "package", "git"]
+    repo = {"type": "object", "oneOf": [{"properties": {"type": {"enum": [k]}}, "required": ["type", "url"]}
+                                        for k in kinds]}
+    s = {"$defs": {"repo": repo}, "type": "array", "items": {"oneOf": [
+        {"$ref": "#/$defs/repo"},
+        {"type": "object", "additionalProperties": {"enum": [False]}, "minProperties": 1, "maxProperties": 1}]}}
+    check(s, accept=['[{"type":"vcs","url":"u"},{"packagist.org":false}]', '[{"type":false}]'],
+          reject=['[{"type":false,"url":"u"}]', '[{"a":true}]', '[{"type":"x","url":"u"}]', '[{}]'])
+
+
+def test_one_of_negates_only_the_branches_that_may_overlap():
+    sides = {"type": "array", "items": {"enum": ["top", "left"]}}
+    axes = {"type": "array", "items": {"enum": ["vertical", "top"]}}
+    s = {"oneOf": [{"type": "boolean"}, {"type": "null"}, *({"const": i} for i in range(5)), sides, axes]}
+    check(s, accept=['true', 'null', '3', '["left"]', '["vertical"]', '["left","top"]', '["top","vertical"]'],
+          reject=['[]', '["top"]', '["top","top"]', '5', '"top"'])
 
 
 def test_not_of_array_keywords():
