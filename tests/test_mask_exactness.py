@@ -365,3 +365,23 @@ def test_oracle_patterns_spot_values():
     assert rx[JSON_NUM].fullmatch("-0.5e+10") and not rx[JSON_NUM].fullmatch("01")
     assert rx[JSON_INT].fullmatch("-0") and not rx[JSON_INT].fullmatch("1.0")
     assert len(REGEXES) >= 20 and len(SCHEMAS) == 10
+
+
+# A string with maxLength 40 next to an unbounded one: token slices (leapgen/compiler/token_slices.py) apply
+# with a limit of the characters left (capped at 32), and not at all where some characters die.
+SLICE_SCHEMA = ({"type": "object", "properties": {"s": {"type": "string", "maxLength": 40}, "t": {"type": "string"}},
+                 "required": ["s", "t"]},
+                r'\{"s":"(?:' + JSON_CHAR + r'){0,40}","t":' + JSON_STR + r"\}")
+SLICE_PREFIXES = ['{"s":"' + "a" * n for n in (0, 8, 9, 10, 31, 32, 33, 38, 39, 40)] + [
+    '{"s":"' + "é日" * 17, '{"s":"ab\\', '{"s":"ab\\u00', '{"s":"","t":"', '{"s":"","t":"x\\"']
+
+
+@pytest.mark.parametrize("family", ["llama3", "gpt2"])
+@pytest.mark.parametrize("prefix", SLICE_PREFIXES)
+def test_slice_boundary_mask_exact(grammar_compiler, family, prefix):
+    schema, pattern = SLICE_SCHEMA
+    compiled = grammar_compiler(family).compile_json_schema(schema, any_whitespace=False, separators=(",", ":"))
+    m = GrammarMatcher(compiled)
+    assert m.accept_string(prefix.encode())
+    rng = np.random.default_rng(zlib.crc32(f"{family}\0{prefix}".encode()))
+    check_state(compiled, vocab_tables(family), regex.compile(pattern), prefix.encode(), m, rng, False, True)

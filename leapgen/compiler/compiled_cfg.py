@@ -3,9 +3,11 @@
 Token masks split the vocabulary per top frame ``(rule, state)``, as
 xgrammar's adaptive token mask cache does (Dong et al., 2024, section 3.2):
 tokens whose fate does not depend on the stack below are classified once by
-a vectorized walk over the rule's context DFA; only the few *uncertain*
-tokens (those that leave the rule or nest deeper than the context DFA sees)
-are checked against the real stacks at run time.
+a vectorized walk over the rule's context DFA (token slices and the
+"unknown" sink state shortcut it, see :meth:`TokenIndex.token_sets`); only
+the *uncertain* tokens (those that leave the rule or nest deeper than the
+context DFA sees) are checked against the real stacks at run time, by a trie
+walk over the configurations met (:meth:`TokenIndex.lazy_token_walk`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from leapgen.automata.pda import CONTEXT_INLINE_DEPTH, Config, Pda
 from leapgen.compiler.compiled import CompiledGrammar
+from leapgen.compiler.token_index import sink_states
 
 MAX_CONFIG_CACHE = 1 << 16
 
@@ -100,9 +103,9 @@ class ContextFreeGrammar(CompiledGrammar):
                     if ctx is None:
                         trans_flat, certain, entry = self.pda.context_dfa(rule)
                         classes = np.where(certain, 1, 2).astype(np.int8)
-                        ctx = self._contexts[rule] = (trans_flat, classes, entry)
-            trans_flat, classes, entry = ctx
-            got = self._frame_tokens[key] = self.token_index.token_sets(trans_flat, entry[state], classes)
+                        ctx = self._contexts[rule] = (trans_flat, classes, entry, sink_states(trans_flat))
+            trans_flat, classes, entry, sinks = ctx
+            got = self._frame_tokens[key] = self.token_index.token_sets(trans_flat, entry[state], classes, sinks)
         return got
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
@@ -120,37 +123,6 @@ class ContextFreeGrammar(CompiledGrammar):
                 sure |= a
             unsure |= b
         unsure &= ~sure
-        token_bytes = self.tokenizer_info.token_bytes
-        candidates = np.flatnonzero(np.unpackbits(unsure.view(np.uint8), bitorder="little"))
-        if candidates.size > 1:
-            # lexicographic order: consecutive tokens share prefixes, walked once
-            candidates = candidates[np.argsort(self.token_index.token_rank()[candidates], kind="stable")]
-        step = self.step
-        prev = b""
-        configs = [state]  # configs[i]: the configuration after prev[:i]
-        dead_at = -1  # prev was rejected at byte dead_at (configs[dead_at] is the last live one)
-        allowed = []
-        for t in candidates.tolist():
-            tb = token_bytes[t]
-            n = min(len(tb), len(prev))
-            c = 0
-            while c < n and tb[c] == prev[c]:
-                c += 1
-            prev = tb
-            if 0 <= dead_at < c:
-                continue  # shares the rejected prefix
-            del configs[c + 1:]
-            dead_at = -1
-            q = configs[c]
-            for i in range(c, len(tb)):
-                q = step(q, tb[i])
-                if q is None:
-                    dead_at = i
-                    break
-                configs.append(q)
-            else:
-                allowed.append(t)
-        if allowed:
-            ids = np.array(allowed, np.int64)
-            np.bitwise_or.at(sure, ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
+        if unsure.any():
+            sure |= self.token_index.lazy_token_walk(state, self.step, unsure)
         return sure

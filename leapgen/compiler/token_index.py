@@ -4,15 +4,36 @@ One :class:`TokenIndex` per vocabulary, shared by every grammar compiled for
 it. With numba, tokens are walked as a trie (depth first, pruned as soon as
 a prefix dies: see :mod:`leapgen.compiler.trie_kernels`); without it, all
 tokens' bytes are walked column by column with numpy gathers, tokens sorted
-by length so each column only touches tokens long enough.
+by length so each column only touches tokens long enough. With numba the
+index also holds the vocabulary's token slices
+(:mod:`leapgen.compiler.token_slices`): where one applies, only the tokens
+outside it are walked. :meth:`TokenIndex.lazy_token_walk` walks tokens
+through an automaton known only by its step function (pushdown
+configurations).
 """
 
 from __future__ import annotations
 
+from typing import Callable, Hashable
+
 import numpy as np
 
 from leapgen.compiler import trie_kernels
+from leapgen.compiler.token_slices import TokenSlice, build_slices, first_slice, pack_char_dfas
 from leapgen.vocab import TokenizerInfo
+
+_NO_SINKS = np.zeros(0, np.bool_)
+
+
+def sink_states(trans_flat: np.ndarray) -> np.ndarray:
+    """bool ``(n_states,)``: the states of a byte DFA (int32 ``(n_states * 256,)``
+    transitions) that every byte leads back to, such as a context DFA's
+    "unknown" state."""
+    trans = trans_flat.reshape(-1, 256)
+    out = np.zeros(len(trans), np.bool_)
+    maybe = np.flatnonzero(trans[:, 0] == np.arange(len(trans)))  # byte 0 first: few states pass
+    out[maybe] = (trans[maybe] == maybe[:, None]).all(axis=1)
+    return out
 
 
 class TokenIndex:
@@ -24,9 +45,16 @@ class TokenIndex:
         The vocabulary. Special and padding ids are never walked.
     use_trie : bool or None
         Use the numba trie kernels (default: when numba is installed).
+    use_slices : bool
+        With the trie kernels, build and use token slices (default True).
+
+    Attributes
+    ----------
+    token_slices : list of TokenSlice
+        Biggest first; empty without the trie kernels.
     """
 
-    def __init__(self, tokenizer_info: TokenizerInfo, *, use_trie: bool | None = None):
+    def __init__(self, tokenizer_info: TokenizerInfo, *, use_trie: bool | None = None, use_slices: bool = True):
         mat, lens, ids = tokenizer_info.token_byte_matrix()
         self.vocab_size = tokenizer_info.vocab_size
         self.bitmask_words = (self.vocab_size + 31) // 32
@@ -34,11 +62,19 @@ class TokenIndex:
         self.use_trie = trie_kernels.HAVE_NUMBA if use_trie is None else use_trie
         self._token_bytes = tokenizer_info.token_bytes
         self._rank: np.ndarray | None = None
+        self.token_slices: list[TokenSlice] = []
         if self.use_trie:
             token_bytes = tokenizer_info.token_bytes
-            order = sorted(range(len(ids)), key=lambda r: token_bytes[ids[r]])
-            self._trie = trie_kernels.build_trie(mat, lens, np.array(order, np.int32))
+            order = np.array(sorted(range(len(ids)), key=lambda r: token_bytes[ids[r]]), np.int32)
+            self._trie = trie_kernels.build_trie(mat, lens, order)
             self._row_ids = ids.astype(np.int32)
+            node_toks = self._trie[6]
+            self._trie_pos = np.full(self.vocab_size, -1, np.int64)  # token id -> position in node_toks
+            self._trie_pos[self._row_ids[node_toks[:len(order)]]] = np.arange(len(order))
+            if use_slices:
+                self.token_slices = build_slices(mat, lens, order, self._row_ids, self.bitmask_words)
+            self._char_dfas = pack_char_dfas(self.token_slices)
+            self._warm_up()
         else:
             order = np.argsort(-lens.astype(np.int64), kind="stable")
             self.lengths = lens[order].astype(np.int32)
@@ -46,6 +82,17 @@ class TokenIndex:
             max_len = int(self.lengths[0]) if self.lengths.size else 0
             self.columns = [np.ascontiguousarray(mat[order, c]).astype(np.int64) for c in range(max_len)]
             self.longer_than = [int(np.count_nonzero(self.lengths > c)) for c in range(max_len)]
+
+    def _warm_up(self) -> None:
+        """Run every kernel once on a one-state automaton, so that numba compiles
+        them (or loads them from its cache) now, not in a request's first mask."""
+        loop = np.zeros(256, np.int32)  # every byte leads back to state 0
+        live = np.ones(1, np.int8)
+        self.token_sets(loop, 0, live)
+        self.token_sets(loop, 0, live, sink_states(loop))
+        one = self.empty_words()
+        one[self._row_ids[0] >> 5] = np.uint32(1) << np.uint32(self._row_ids[0] & 31)
+        self.lazy_token_walk(0, lambda state, byte: None, one)
 
     def token_rank(self) -> np.ndarray:
         """int64 ``(vocab_size,)``: each token's rank in lexicographic order of its bytes (cached)."""
@@ -61,7 +108,8 @@ class TokenIndex:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""
         return np.zeros(self.bitmask_words, np.uint32)
 
-    def token_sets(self, trans_flat: np.ndarray, state: int, state_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def token_sets(self, trans_flat: np.ndarray, state: int, state_class: np.ndarray,
+                   sinks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Walk every token from ``state`` and sort them by where they end.
 
         Parameters
@@ -73,17 +121,35 @@ class TokenIndex:
         state_class : numpy.ndarray
             int8, ``(n_states,)``: 1 or 2 for the set a token ending in that
             state goes to, 0 for neither.
+        sinks : numpy.ndarray, optional
+            bool, ``(n_states,)``: states every byte leads back to (see
+            :func:`sink_states`); a token reaching one is sorted at once.
 
         Returns
         -------
         set_a, set_b : numpy.ndarray
             uint32 bitsets, ``(ceil(vocab_size / 32),)``: bit ``i % 32`` of
             word ``i // 32`` is set when token ``i`` ends in a class-1 (a) or
-            class-2 (b) state.
+            class-2 (b) state. Fresh arrays (the caller may mutate them).
+
+        Notes
+        -----
+        The first token slice (biggest first) that applies from ``state``
+        supplies its tokens' bits at once, and the trie walk covers only the
+        other tokens.
         """
         a, b = self.empty_words(), self.empty_words()
         if self.use_trie:
-            trie_kernels.trie_walk(trans_flat, state, state_class, *self._trie, self._row_ids, a, b)
+            trie, ids = self._trie, self._row_ids
+            i, k, target = first_slice(trans_flat, state, state_class, *self._char_dfas)
+            if i >= 0:
+                words, sliced, sliced_ids = self.token_slices[i].split(k)
+                if words is not None:
+                    (a if target == 1 else b)[:] = words
+                if sliced is not None:
+                    trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
+            trie_kernels.trie_walk(trans_flat, state, state_class, _NO_SINKS if sinks is None else sinks, *trie,
+                                   ids, a, b)
             return a, b
         ids, ends = self._column_walk(trans_flat, state)
         cls = state_class[ends]
@@ -91,6 +157,105 @@ class TokenIndex:
             chosen = ids[cls == c]
             np.bitwise_or.at(words, chosen >> 5, (np.uint32(1) << (chosen & 31).astype(np.uint32)))
         return a, b
+
+    def lazy_token_walk(self, start: Hashable, step: Callable[[Hashable, int], Hashable | None],
+                        candidates: np.ndarray) -> np.ndarray:
+        """Which candidate tokens an automaton known only by its step function lets through.
+
+        For pushdown configurations, whose automaton is infinite: states are
+        numbered as the walk meets them and ``step`` is called once per
+        (state, byte) that a candidate's bytes need.
+
+        Parameters
+        ----------
+        start : hashable
+            The state before the token.
+        step : callable
+            ``step(state, byte) -> next state``, or None where ``byte`` is
+            rejected (pure).
+        candidates : numpy.ndarray
+            uint32 ``(ceil(vocab_size / 32),)``: the tokens to check (not mutated).
+
+        Returns
+        -------
+        numpy.ndarray
+            uint32 bitset, a subset of ``candidates``: tokens whose every byte
+            steps to a state (a fresh array).
+
+        Notes
+        -----
+        With numba, a depth-first walk of the vocabulary trie
+        (:func:`~leapgen.compiler.trie_kernels.lazy_trie_walk`) entering only
+        subtrees that hold a candidate; it sets aside the pairs that need a
+        transition not computed yet, they are computed here, and the walk
+        resumes from those pairs. Without numba, the candidates in
+        lexicographic order, each walked from the longest prefix it shares
+        with the one before.
+        """
+        ids = np.flatnonzero(np.unpackbits(candidates.view(np.uint8), bitorder="little"))
+        if not self.use_trie:
+            return self._sorted_walk(start, step, ids)
+        out = self.empty_words()
+        pos = self._trie_pos[ids]
+        pos = np.sort(pos[pos >= 0])
+        states, numbers = [start], {start: 0}
+        rows = np.full((64, 256), -2, np.int32)
+        nodes, at = np.zeros(1, np.int32), np.zeros(1, np.int32)
+        while True:
+            nodes, at, need_state, need_byte = trie_kernels.lazy_trie_walk(
+                rows, nodes, at, len(nodes), *self._trie, self._row_ids, pos, candidates, out)
+            if not len(nodes):
+                return out
+            for q, byte in zip(need_state.tolist(), need_byte.tolist()):
+                if rows[q, byte] != -2:
+                    continue
+                nxt = step(states[q], byte)
+                if nxt is None:
+                    rows[q, byte] = -1
+                    continue
+                n = numbers.get(nxt)
+                if n is None:
+                    n = numbers[nxt] = len(states)
+                    states.append(nxt)
+                rows[q, byte] = n
+            if len(states) > len(rows):
+                rows = np.concatenate((rows, np.full((max(len(rows), len(states) - len(rows)), 256), -2, np.int32)))
+            nodes, at = nodes.copy(), at.copy()
+
+    def _sorted_walk(self, start: Hashable, step, ids: np.ndarray) -> np.ndarray:
+        """:meth:`lazy_token_walk` without the trie kernels."""
+        token_bytes = self._token_bytes
+        if ids.size > 1:  # lexicographic order: consecutive tokens share prefixes, walked once
+            ids = ids[np.argsort(self.token_rank()[ids], kind="stable")]
+        prev = b""
+        path = [start]  # path[i]: the state after prev[:i]
+        dead_at = -1  # prev was rejected at byte dead_at (path[dead_at] is the last live state)
+        allowed = []
+        for t in ids.tolist():
+            tb = token_bytes[t]
+            n = min(len(tb), len(prev))
+            c = 0
+            while c < n and tb[c] == prev[c]:
+                c += 1
+            prev = tb
+            if 0 <= dead_at < c:
+                continue  # shares the rejected prefix
+            del path[c + 1:]
+            dead_at = -1
+            q = path[c]
+            for i in range(c, len(tb)):
+                q = step(q, tb[i])
+                if q is None:
+                    dead_at = i
+                    break
+                path.append(q)
+            else:
+                allowed.append(t)
+        out = self.empty_words()
+        if allowed:
+            got = np.array(allowed, np.int64)
+            np.bitwise_or.at(out, got >> 5, np.uint32(1) << (got & 31).astype(np.uint32))
+        return out
 
     def _column_walk(self, trans_flat: np.ndarray, state: int) -> tuple[np.ndarray, np.ndarray]:
         n = len(self.token_ids)

@@ -2,9 +2,12 @@
 
 A depth-first walk of the token trie from a DFA state visits only the trie
 nodes whose prefix is still alive, so a restrictive state (inside a JSON key,
-after ``{``) costs microseconds, and shared prefixes are walked once. The
-kernels are compiled with numba when it is installed; otherwise the numpy
-column walk of :mod:`leapgen.compiler.token_index` is used.
+after ``{``) costs microseconds, and shared prefixes are walked once. A
+second walk follows an automaton built lazily (pushdown configurations,
+one transition computed in Python per (state, byte) the walk needs) and
+enters only subtrees holding candidate tokens. The kernels are compiled with
+numba when it is installed; otherwise the numpy column walk of
+:mod:`leapgen.compiler.token_index` is used.
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ def build_trie(byte_matrix, lengths, order):
     """Build a trie of tokens given in lexicographic ``order``.
 
     Returns (child_start, child_end, child_byte, child_node, node_tok_start,
-    node_tok_end, node_toks) as int32 arrays; node 0 is the root; the children
-    of node ``n`` are ``child_node[child_start[n]:child_end[n]]``, and the
-    tokens (rows of ``byte_matrix``) ending at ``n`` are
-    ``node_toks[node_tok_start[n]:node_tok_end[n]]``.
+    node_tok_end, node_toks, sub_tok_end) as int32 arrays; node 0 is the root;
+    the children of node ``n`` are ``child_node[child_start[n]:child_end[n]]``,
+    the tokens (rows of ``byte_matrix``) ending at ``n`` are
+    ``node_toks[node_tok_start[n]:node_tok_end[n]]``, and those ending in its
+    subtree ``node_toks[node_tok_start[n]:sub_tok_end[n]]`` (nodes are in
+    preorder, tokens in lexicographic order).
     """
     n_tok = order.shape[0]
     total = 1
@@ -92,18 +97,29 @@ def build_trie(byte_matrix, lengths, order):
         v = tok_node[i]
         node_toks[node_tok_end[v]] = order[i]
         node_tok_end[v] += 1
-    return child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks
+    sub_tok_end = _subtree_token_end(child_start, child_end, child_node, node_tok_start, n_tok)
+    return child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end
 
 
 @_jit
-def trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte, child_node,
-              node_tok_start, node_tok_end, node_toks, token_ids, words_a, words_b):
+def _set_bits(words, node_toks, token_ids, lo, hi):
+    """Set the bits of the tokens ``node_toks[lo:hi]`` in ``words``."""
+    for k in range(lo, hi):
+        t = token_ids[node_toks[k]]
+        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+
+
+@_jit
+def trie_walk(trans_flat, start, state_class, sink, child_start, child_end, child_byte, child_node,
+              node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, words_a, words_b):
     """Walk the token trie from DFA state ``start``; mutates ``words_a``/``words_b``.
 
     A token whose bytes all have transitions ends in some state ``q``: its
     bit is set in ``words_a`` when ``state_class[q] == 1`` and in ``words_b``
     when ``state_class[q] == 2`` (class 0: not set). Words are uint32, bit
-    ``id % 32`` of word ``id // 32``.
+    ``id % 32`` of word ``id // 32``. ``sink`` (bool per state, or empty):
+    states that every byte leads back to, where a whole subtree is set at
+    once.
     """
     stack_node = np.empty(4096, np.int32)
     stack_state = np.empty(4096, np.int32)
@@ -116,20 +132,115 @@ def trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte
         v = stack_node[top]
         s = stack_state[top]
         c = state_class[s]
+        if sink.shape[0] and sink[s]:
+            if c != 0:
+                _set_bits(words_a if c == 1 else words_b, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
+            continue
         if c != 0:
-            for k in range(node_tok_start[v], node_tok_end[v]):
-                t = token_ids[node_toks[k]]
-                if c == 1:
-                    words_a[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-                else:
-                    words_b[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            _set_bits(words_a if c == 1 else words_b, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
         base = s * 256
         for k in range(child_start[v], child_end[v]):
             nxt = trans_flat[base + child_byte[k]]
             if nxt >= 0:
                 if top >= stack_node.shape[0]:
-                    stack_node = np.concatenate((stack_node, np.empty_like(stack_node)))
-                    stack_state = np.concatenate((stack_state, np.empty_like(stack_state)))
+                    stack_node, stack_state = _grow(stack_node), _grow(stack_state)
                 stack_node[top] = child_node[k]
                 stack_state[top] = nxt
                 top += 1
+
+
+@_jit
+def _subtree_token_end(child_start, child_end, child_node, node_tok_start, n_tok):
+    """int32 ``(n_nodes,)``: for each trie node ``v``, the end of the range of
+    ``node_toks`` positions ending in ``v``'s subtree, which starts at
+    ``node_tok_start[v]``."""
+    n_nodes = child_start.shape[0]
+    end_node = np.empty(n_nodes, np.int32)  # one past the last node of the subtree, in preorder
+    out = np.empty(n_nodes, np.int32)
+    for v in range(n_nodes - 1, -1, -1):
+        e = v + 1
+        for k in range(child_start[v], child_end[v]):
+            e = max(e, end_node[child_node[k]])
+        end_node[v] = e
+        out[v] = node_tok_start[e] if e < n_nodes else n_tok
+    return out
+
+
+@_jit
+def _has_candidate(candidate_pos, node_tok_start, sub_tok_end, c):
+    """Whether trie node ``c``'s subtree holds a candidate (binary search)."""
+    lo = np.searchsorted(candidate_pos, node_tok_start[c])
+    return lo < candidate_pos.shape[0] and candidate_pos[lo] < sub_tok_end[c]
+
+
+@_jit
+def _grow(a):
+    """``a`` with twice the room (the first half copied)."""
+    return np.concatenate((a, np.empty_like(a)))
+
+
+@_jit
+def lazy_trie_walk(rows, stack_node, stack_state, n_stack, child_start, child_end, child_byte, child_node,
+                   node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos, candidate_words,
+                   out_words):
+    """Walk the trie's candidate tokens through an automaton built lazily.
+
+    ``rows[q, b]`` is the next state, ``-1`` dead, ``-2`` not computed yet.
+    The walk starts from the ``n_stack`` (node, state) pairs on the stacks
+    and enters a child only when its subtree holds a candidate (positions in
+    ``node_toks``, sorted ``candidate_pos``); a candidate token ending in a
+    reached node gets its bit set in ``out_words`` (mutated). A pair one of
+    whose needed transitions is not computed is set aside whole.
+
+    Returns
+    -------
+    blocked_node, blocked_state : numpy.ndarray
+        int32: the pairs set aside; resume from them once the transitions
+        are computed.
+    need_state, need_byte : numpy.ndarray
+        int32: the transitions they need (may repeat).
+    """
+    blocked_node = np.empty(16, np.int32)
+    blocked_state = np.empty(16, np.int32)
+    need_state = np.empty(64, np.int32)
+    need_byte = np.empty(64, np.int32)
+    n_blocked = 0
+    n_need = 0
+    top = n_stack
+    while top > 0:
+        top -= 1
+        v = stack_node[top]
+        s = stack_state[top]
+        blocked = False
+        for k in range(child_start[v], child_end[v]):
+            if rows[s, child_byte[k]] == -2 and _has_candidate(candidate_pos, node_tok_start, sub_tok_end,
+                                                                 child_node[k]):
+                if n_need == need_state.shape[0]:
+                    need_state, need_byte = _grow(need_state), _grow(need_byte)
+                need_state[n_need] = s
+                need_byte[n_need] = child_byte[k]
+                n_need += 1
+                blocked = True
+        if blocked:
+            if n_blocked == blocked_node.shape[0]:
+                blocked_node, blocked_state = _grow(blocked_node), _grow(blocked_state)
+            blocked_node[n_blocked] = v
+            blocked_state[n_blocked] = s
+            n_blocked += 1
+            continue
+        for k in range(child_start[v], child_end[v]):
+            nxt = rows[s, child_byte[k]]
+            c = child_node[k]
+            if nxt < 0 or not _has_candidate(candidate_pos, node_tok_start, sub_tok_end, c):
+                continue
+            for j in range(node_tok_start[c], node_tok_end[c]):
+                t = token_ids[node_toks[j]]
+                bit = np.uint32(1) << np.uint32(t & 31)
+                if candidate_words[t >> 5] & bit:
+                    out_words[t >> 5] |= bit
+            if top >= stack_node.shape[0]:
+                stack_node, stack_state = _grow(stack_node), _grow(stack_state)
+            stack_node[top] = c
+            stack_state[top] = nxt
+            top += 1
+    return blocked_node[:n_blocked], blocked_state[:n_blocked], need_state[:n_need], need_byte[:n_need]

@@ -1,0 +1,69 @@
+"""``TokenIndex.lazy_token_walk``: the uncertain tokens of context-free masks.
+
+On configurations of recursive grammars (the builtin JSON grammar, nested
+arithmetic) reached by seeded walks, the numba trie walk over a lazily built
+automaton of configurations, the numpy-only fallback (``use_trie=False``) and
+a literal ``compiled.walk(config, token_bytes)`` per token agree, for every
+token of the vocabulary as candidates and for a random half of them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from leapgen import GrammarMatcher
+from leapgen.compiler.token_index import TokenIndex
+from leapgen.grammar.builtin import JSON_GBNF
+
+pytest.importorskip("numba")
+
+ARITH_GBNF = r"""
+root   ::= expr
+expr   ::= term ( ws [-+] ws term )*
+term   ::= factor ( ws [*/] ws factor )*
+factor ::= number | "(" ws expr ws ")" | "-" factor
+number ::= [0-9]+ ( "." [0-9]+ )?
+ws     ::= " "?
+"""
+PREFIXES = {JSON_GBNF: [b"", b'{"a": [1, {"b": "x', b"[[[", b'{"k": tr'],
+            ARITH_GBNF: [b"", b"((1 + ", b"-(2.5", b"(3)"]}
+
+
+@functools.lru_cache(maxsize=None)
+def numpy_index(family: str) -> TokenIndex:
+    from vocab_loaders import load_tokenizer_info
+
+    return TokenIndex(load_tokenizer_info(family), use_trie=False)
+
+
+def words_of(ids: np.ndarray, n_words: int) -> np.ndarray:
+    out = np.zeros(n_words, np.uint32)
+    np.bitwise_or.at(out, ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
+    return out
+
+
+@pytest.mark.parametrize("family", ["gpt2"])
+@pytest.mark.parametrize("grammar", [JSON_GBNF, ARITH_GBNF], ids=["json", "arith"])
+def test_trie_fallback_and_literal_walks_agree(grammar_compiler, family, grammar):
+    compiled = grammar_compiler(family).compile_grammar(grammar)
+    assert not compiled.is_regular
+    index, fallback = compiled.token_index, numpy_index(family)
+    token_bytes = compiled.tokenizer_info.token_bytes
+    walkable = np.array([i for i, b in enumerate(token_bytes) if b], np.int64)
+    rng = np.random.default_rng(0)
+    for prefix in PREFIXES[grammar]:
+        m = GrammarMatcher(compiled)
+        assert m.accept_string(prefix)
+        config = m.state
+        for ids in (walkable, np.sort(rng.choice(walkable, len(walkable) // 2, replace=False))):
+            candidates = words_of(ids, index.bitmask_words)
+            got = index.lazy_token_walk(config, compiled.step, candidates)
+            assert np.array_equal(got, fallback.lazy_token_walk(config, compiled.step, candidates)), prefix
+            sample = rng.choice(ids, 400, replace=False)
+            want = [compiled.walk(config, token_bytes[t]) is not None for t in sample.tolist()]
+            have = (got[sample >> 5] >> (sample & 31).astype(np.uint32)) & 1
+            assert have.astype(bool).tolist() == want, prefix
+            assert not (got & ~candidates).any()

@@ -1,0 +1,173 @@
+"""Token slices (``leapgen/compiler/token_slices.py``) keep masks exact.
+
+Every DFA state of grammars built around the slice's boundaries (strings with
+``maxLength`` down to 0 characters left, escapes, the middle of a UTF-8
+character, patterns where some characters live and others die) gets the
+same token sets from an index with slices as from one without (the plain
+trie walk, itself checked against a brute force in ``test_mask_exactness``),
+under the grammar's classes and under made-up ones (a context DFA's
+certain / uncertain split). The slice's limit is checked where it is known:
+the number of characters left.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from leapgen.compiler import token_slices
+from leapgen.compiler.token_index import TokenIndex
+
+pytest.importorskip("numba")
+
+SCHEMA = {"type": "object",
+          "properties": {"s": {"type": "string", "maxLength": 40},
+                         "t": {"type": "string", "minLength": 2},
+                         "u": {"type": "string", "pattern": "^[a-z é]{0,5}$"},
+                         "v": {"type": "string", "pattern": "^[^@]*@.{0,3}$"},
+                         "w": {"type": "string", "pattern": "^.*@.*$"}},
+          "required": ["s", "t", "u", "v", "w"]}
+REGEXES = [r"[^\n]{0,50}", r'"[^"\\]{3,6}"|x', r"(日|a){0,3}\n", r"[A-Za-z_][A-Za-z0-9_]{0,15}",
+           r"[a-z0-9.-]+\.(com|org)", r"[a-z0-9]{0,40}"]
+
+
+def slice_named(index: TokenIndex, name: str):
+    return next(s for s in index.token_slices if s.name == name)
+
+
+@functools.lru_cache(maxsize=None)
+def plain_index(family: str) -> TokenIndex:
+    from vocab_loaders import load_tokenizer_info
+
+    return TokenIndex(load_tokenizer_info(family), use_slices=False)
+
+
+def grammars(compiler):
+    return ([compiler.compile_json_schema(SCHEMA, any_whitespace=False)]
+            + [compiler.compile_regex(p) for p in REGEXES])
+
+
+def assert_same_sets(index: TokenIndex, plain: TokenIndex, g, states, state_class: np.ndarray) -> None:
+    for s in states:
+        got, want = index.token_sets(g.trans_flat, s, state_class), plain.token_sets(g.trans_flat, s, state_class)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (g, s)
+
+
+def made_up_classes(n_states: int, seed: int) -> list[np.ndarray]:
+    """All class 2; classes 1/2 at random; a few states of class 0."""
+    rng = np.random.default_rng(seed)
+    mixed = rng.integers(1, 3, n_states).astype(np.int8)
+    holes = np.ones(n_states, np.int8)
+    holes[rng.choice(n_states, max(1, n_states // 20), replace=False)] = 0
+    return [np.full(n_states, 2, np.int8), mixed, holes]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama3"])
+def test_every_state_same_sets_as_the_plain_walk(grammar_compiler, family):
+    compiler = grammar_compiler(family)
+    index, plain = compiler.token_index, plain_index(family)
+    counts = [s.count for s in index.token_slices]
+    assert len(counts) == len(token_slices.SLICE_CHAR_CLASSES) and counts == sorted(counts, reverse=True)
+    assert index.token_slices[0].name == "json_string" and counts[-1] > 2_000
+    stride = 1 if family == "gpt2" else 5  # llama3: every fifth state (the plain walk is the slow part)
+    for i, g in enumerate(grammars(compiler)):
+        states = range(0, g.n_states, stride)
+        assert_same_sets(index, plain, g, states, np.ones(g.n_states, np.int8))
+        for classes in made_up_classes(g.n_states, i):
+            assert_same_sets(index, plain, g, range(0, g.n_states, 4 * stride), classes)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama3"])
+def test_limit_is_the_characters_left(grammar_compiler, family):
+    g = grammar_compiler(family).compile_json_schema(SCHEMA, any_whitespace=False)
+    sl = slice_named(g.token_index, "json_string")
+    live = np.ones(g.n_states, np.int8)
+
+    def limit(prefix: bytes, slice_=sl) -> int:
+        return slice_.limit(g.trans_flat, g.walk(g.start_state, prefix), live)[0]
+
+    for n in (0, 1, 7, 8, 9, 30, 31, 32, 33, 39, 40):
+        assert limit(b'{"s":"' + b"a" * n) == (40 - n if n >= 8 else token_slices.MORE), n
+    assert limit(b'{"s":"' + "é日".encode() * 15) == 10  # characters, not bytes
+    assert limit(b'{"s":"ab\\') == -1  # an escape: only a few characters live
+    assert limit(b'{"s":"ab' + "é".encode()[:1]) == 0  # inside a character: every one dies
+    assert limit(b'{"s":"","t":"') == token_slices.UNBOUNDED  # minLength, no maxLength
+    assert limit(b'{"s":"","t":"ab","u":"') == -1  # a pattern: some characters live, others die
+    assert limit(b'{"s') == 0  # only the closing quote: every character dies
+    assert limit(b'{"') == -1  # a key: one character lives
+    dot = slice_named(g.token_index, "json_string_dot")  # ECMAScript '.': all but the line terminators
+    v, w = b'{"s":"","t":"ab","u":"","v":"', b'{"s":"","t":"ab","u":"","v":"@","w":"'
+    assert limit(w) == -1 and limit(w, dot) == token_slices.UNBOUNDED
+    assert limit(v, dot) == -1  # "@" then 4 characters die
+    assert limit(v + b"x@ab") == -1 and limit(v + b"x@ab", dot) == 1
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama3"])
+def test_narrower_classes_apply_where_the_wider_do_not(grammar_compiler, family):
+    g = grammar_compiler(family).compile_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}")
+    live = np.ones(g.n_states, np.int8)
+    for n in (0, 5, 15):
+        s = g.walk(g.start_state, b"_" + b"x" * n)
+        got = {sl.name: sl.limit(g.trans_flat, s, live)[0] for sl in g.token_index.token_slices}
+        wide = -1 if n < 15 else 0  # all the class's characters die at the end
+        assert got == {"json_string": wide, "json_string_dot": wide, "alpha_space": wide,
+                       "alnum": 15 - n, "lower_alnum": 15 - n}, n
+    g = grammar_compiler(family).compile_regex(r"[a-z0-9]{0,40}")  # a small slice beyond its exact limits
+    sl = slice_named(g.token_index, "lower_alnum")
+    assert sl.limit(g.trans_flat, g.start_state, np.ones(g.n_states, np.int8))[0] == token_slices.MORE
+
+
+def test_made_up_classes_choose_the_target(grammar_compiler):
+    g = grammar_compiler("gpt2").compile_json_schema(SCHEMA, any_whitespace=False)
+    sl = slice_named(g.token_index, "json_string")
+    s = g.walk(g.start_state, b'{"s":"')
+    two = np.full(g.n_states, 2, np.int8)
+    assert sl.limit(g.trans_flat, s, two) == (token_slices.MORE, 2)  # maxLength 40
+    deep = np.ones(g.n_states, np.int8)
+    deep[g.walk(s, b"abc")] = 2  # one state three characters in differs
+    assert sl.limit(g.trans_flat, s, deep) == (-1, 0)
+
+
+def test_vocabulary_without_slice_tokens(toy_info, toy_compiler, monkeypatch):
+    assert TokenIndex(toy_info).token_slices == []  # too few tokens in every class: no slice
+    monkeypatch.setattr(token_slices, "MIN_SLICE_TOKENS", 1)
+    index, plain = TokenIndex(toy_info), TokenIndex(toy_info, use_slices=False)
+    assert len(index.token_slices) == len(token_slices.SLICE_CHAR_CLASSES)
+    for g in grammars(toy_compiler):
+        assert_same_sets(index, plain, g, range(g.n_states), np.ones(g.n_states, np.int8))
+
+
+def test_char_class_must_be_one_character():
+    from leapgen.grammar import ir
+
+    with pytest.raises(ValueError, match="prefix-free"):
+        token_slices.build_slice(np.zeros((1, 1), np.uint8), np.ones(1, np.int32), np.zeros(1, np.int32),
+                                 np.zeros(1, np.int32), 1, "plus", ir.plus(token_slices.JSON_STRING_CHAR))
+
+
+@pytest.mark.parametrize("family", ["gpt2"])
+def test_sink_states_sort_whole_subtrees(grammar_compiler, family):
+    """A context DFA's "unknown" state (every byte loops back) sorts its subtree
+    at once: same sets as without the shortcut, with and without slices."""
+    from leapgen.compiler.token_index import sink_states
+
+    g = grammar_compiler(family).compile_json_schema(SCHEMA, any_whitespace=False)
+    trans = np.concatenate((g.dfa.trans, np.zeros((1, 256), np.int32)))
+    unknown = g.n_states
+    trans[unknown] = unknown
+    rng = np.random.default_rng(1)
+    dead = np.argwhere(trans[:unknown] < 0)
+    picked = dead[rng.choice(len(dead), len(dead) // 50, replace=False)]
+    trans[picked[:, 0], picked[:, 1]] = unknown  # some dead bytes now lead into the unknown
+    flat = np.ascontiguousarray(trans.reshape(-1))
+    sinks = sink_states(flat)
+    assert np.flatnonzero(sinks).tolist() == [unknown]
+    index, plain = g.token_index, plain_index(family)
+    for classes in made_up_classes(len(trans), 2) + [np.ones(len(trans), np.int8)]:
+        for s in list(range(0, g.n_states, 7)) + [unknown]:
+            want = plain.token_sets(flat, s, classes)
+            for idx in (index, plain):
+                got = idx.token_sets(flat, s, classes, sinks)
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), s
