@@ -1,16 +1,20 @@
 """End-to-end generation benchmark on the embedded model (SmolLM2-135M).
 
 Requests: JSONSchemaBench Glaiveai2K function-call schemas, each with a prompt
-asking for a call's arguments as JSON. For each mode (unconstrained, leapgen
-with jump-forward, leapgen without) and each concurrency ``c`` (a closed loop
-keeping ``c`` requests in flight in one continuous batch), in one run:
-output tokens/s, TTFT and TPOT p50/p99, schema-valid share (outputs cut by
-``max_tokens`` counted apart), jump-forward share, and the engine's
+asking for a call's arguments as JSON. Modes: ``unconstrained``, ``leapgen``
+(jump-forward on), ``leapgen-no-jf``, and each installed peer grammar backend
+(``xgrammar``, ``llguidance``: jump-forward on; ``outlines-core``: it has
+none), all with the compact JSON layout. For each concurrency ``c`` (a closed
+loop keeping ``c`` requests in flight in one continuous batch) and mode, in
+one run: output tokens/s, TTFT and TPOT p50/p99, schema-valid share (outputs
+cut by ``max_tokens`` counted apart), jump-forward share, and the engine's
 critical-path wait for the bitmask per step. Prints a markdown table naming
-the machine; ``--write-readme`` puts it under "End to end" in
-benchmarks/README.md.
+the machine; ``--out`` keeps the figures (JSON), ``--plot`` draws them,
+``--write-readme`` puts the table under "End to end" in benchmarks/README.md,
+``--from-results`` re-renders a saved run without measuring.
 
-    python benchmarks/bench_e2e.py --requests 8 --concurrency 1 8 --max-tokens 96
+    python benchmarks/bench_e2e.py --requests 64 --concurrency 1 8 32 --max-tokens 96 \\
+        --out benchmarks/results/e2e.json --plot benchmarks/e2e.png --write-readme
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ import numpy as np
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared/corpora/jsonschemabench/schemas/Glaiveai2K"
 README = Path(__file__).resolve().parent / "README.md"
-MODES = ("unconstrained", "leapgen", "leapgen-no-jf")
+PEERS = ("xgrammar", "llguidance", "outlines-core")
+MODES = ("unconstrained", "leapgen", "leapgen-no-jf") + PEERS
+COMPACT = (",", ":")
 
 
 def load_workload(n: int, seed: int) -> list[tuple[str, dict]]:
@@ -45,11 +51,25 @@ def load_workload(n: int, seed: int) -> list[tuple[str, dict]]:
     return out
 
 
-def run_mode(llm, workload, mode: str, concurrency: int, max_tokens: int) -> dict:
-    """Closed-loop run of ``workload`` in ``mode``; returns the row's figures."""
+def backend_of(mode: str) -> str | None:
+    """The grammar backend a mode runs on (None: unconstrained)."""
+    return None if mode == "unconstrained" else "leapgen" if mode.startswith("leapgen") else mode
+
+
+def params_of(mode: str, schema: dict, max_tokens: int):
+    """The SamplingParams of one request in ``mode``."""
     from leapgen.engine import SamplingParams
 
+    if mode == "unconstrained":
+        return SamplingParams(max_tokens=max_tokens)
+    return SamplingParams(max_tokens=max_tokens, json_schema=schema, json_separators=COMPACT,
+                          jump_forward=mode != "leapgen-no-jf")
+
+
+def run_mode(llm, workload, mode: str, concurrency: int, max_tokens: int) -> dict:
+    """Closed-loop run of ``workload`` in ``mode``; returns the row's figures."""
     llm.scheduler.max_running = concurrency
+    llm.prefix_cache.clear()  # every cell starts cold: no prompt KV left by the previous cell
     todo = list(workload)
     live, done = [], []
     stats0 = (llm.stats.mask_steps, llm.stats.mask_wait_ms, llm.stats.mask_fill_ms, llm.stats.steps)
@@ -57,9 +77,7 @@ def run_mode(llm, workload, mode: str, concurrency: int, max_tokens: int) -> dic
     while todo or live:
         while todo and len(live) < concurrency:
             prompt, schema = todo.pop(0)
-            params = SamplingParams(max_tokens=max_tokens, json_schema=None if mode == "unconstrained" else schema,
-                                    jump_forward=mode == "leapgen")
-            live.append((llm.add_request(prompt, params), schema))
+            live.append((llm.add_request(prompt, params_of(mode, schema, max_tokens)), schema))
         llm.step()
         done += [x for x in live if x[0].is_finished]
         live = [x for x in live if not x[0].is_finished]
@@ -68,6 +86,7 @@ def run_mode(llm, workload, mode: str, concurrency: int, max_tokens: int) -> dic
 
 
 def summarize(llm, done, wall: float, stats0) -> dict:
+    """The figures of one cell (plain floats and ints: JSON-ready)."""
     import jsonschema
 
     outs = [(llm.get_output(r), schema) for r, schema in done]
@@ -87,74 +106,151 @@ def summarize(llm, done, wall: float, stats0) -> dict:
     tokens = sum(o.completion_tokens for o, _ in outs)
     jf = sum(o.jump_forward_tokens for o, _ in outs)
     mask_steps = llm.stats.mask_steps - stats0[0]
+
+    def pct(xs):
+        return [float(v) for v in np.percentile(xs, [50, 99])] if xs else [float("nan")] * 2
+
     return {
-        "tok_s": tokens / wall, "ttft": np.percentile(ttft, [50, 99]) if ttft else (np.nan, np.nan),
-        "tpot": np.percentile(tpot, [50, 99]) if tpot else (np.nan, np.nan),
+        "tok_s": tokens / wall, "wall_s": wall, "ttft": pct(ttft), "tpot": pct(tpot),
         "valid": 100.0 * valid / max(1, len(outs) - cut), "cut": cut, "n": len(outs),
-        "jf": 100.0 * jf / max(1, tokens), "tokens": tokens,
-        "wait_ms": (llm.stats.mask_wait_ms - stats0[1]) / mask_steps if mask_steps else 0.0,
-        "fill_ms": (llm.stats.mask_fill_ms - stats0[2]) / mask_steps if mask_steps else 0.0,
+        "jf": 100.0 * jf / max(1, tokens), "tokens": tokens, "steps": llm.stats.steps - stats0[3],
+        "wait_us": 1e3 * (llm.stats.mask_wait_ms - stats0[1]) / mask_steps if mask_steps else 0.0,
+        "fill_us": 1e3 * (llm.stats.mask_fill_ms - stats0[2]) / mask_steps if mask_steps else 0.0,
         "errors": sum(o.finish_reason == "error" for o, _ in outs),
     }
 
 
-def table(rows: list[tuple[str, int, dict]], machine: str, args) -> str:
-    head = (f"Machine: {machine}. Model: SmolLM2-135M-Instruct (float32, CPU, {args.threads} torch thread(s)). "
-            f"{args.requests} requests per cell from Glaiveai2K, max_tokens {args.max_tokens}, greedy.\n\n"
+def table(result: dict) -> str:
+    """The markdown table (with its heading line) of a run."""
+    a = result["args"]
+    head = (f"Machine: {result['machine']}. Model: SmolLM2-135M-Instruct (float32, CPU, {a['threads']} torch "
+            f"thread(s)). {a['requests']} requests per cell ({a['c1_requests']} at concurrency 1) from Glaiveai2K "
+            f"(seed {a['seed']}), max_tokens {a['max_tokens']}, greedy, compact JSON layout. Run took "
+            f"{result['total_s'] / 60:.1f} min.\n\n"
             "| mode | conc. | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | schema-valid % (cut by max_tokens)"
-            " | jump-fwd % | mask fill / wait ms per step | errors |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+            " | jump-fwd % | mask fill / wait µs per step | wait % of TPOT p50 | errors |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     lines = []
-    for mode, c, r in rows:
+    for mode, c, r in result["rows"]:
+        wait_share = 100.0 * r["wait_us"] / 1e3 / r["tpot"][0] if r["tpot"][0] == r["tpot"][0] else 0.0
         lines.append(f"| {mode} | {c} | {r['tok_s']:.1f} | {r['ttft'][0]:.0f} / {r['ttft'][1]:.0f} | "
                      f"{r['tpot'][0]:.0f} / {r['tpot'][1]:.0f} | {r['valid']:.0f} ({r['cut']}/{r['n']} cut) | "
-                     f"{r['jf']:.0f} | {r['fill_ms']:.2f} / {r['wait_ms']:.2f} | {r['errors']} |")
+                     f"{r['jf']:.0f} | {r['fill_us']:.0f} / {r['wait_us']:.0f} | {wait_share:.2f} | "
+                     f"{r['errors']} |")
     return head + "\n".join(lines) + "\n"
 
 
-def write_readme(text: str) -> None:
+def plot(result: dict, path: str) -> None:
+    """Throughput and TPOT p50 against concurrency, one line per mode (needs matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    modes = list(dict.fromkeys(m for m, _, _ in result["rows"]))
+    for mode in modes:
+        rows = [(c, r) for m, c, r in result["rows"] if m == mode]
+        cs = [c for c, _ in rows]
+        ax1.plot(cs, [r["tok_s"] for _, r in rows], marker="o", label=mode)
+        ax2.plot(cs, [r["tpot"][0] for _, r in rows], marker="o", label=mode)
+    for ax, label in ((ax1, "output tokens/s"), (ax2, "TPOT p50 (ms)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    ax1.legend(fontsize=8)
+    fig.suptitle(f"SmolLM2-135M on {result['machine']}: Glaiveai2K, max_tokens {result['args']['max_tokens']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def write_readme(text: str, plot_path: str | None) -> None:
     """Replace (or append) the "## End to end" section of benchmarks/README.md."""
     doc = README.read_text() if README.exists() else "# Benchmarks\n"
-    section = "## End to end\n\nMade by `benchmarks/bench_e2e.py`.\n\n" + text + "\n"
+    figure = f"\n![throughput and TPOT]({Path(plot_path).name})\n" if plot_path else ""
+    section = "## End to end\n\nMade by `benchmarks/bench_e2e.py`.\n\n" + text + figure + "\n"
     m = re.search(r"^## End to end\n.*?(?=^## |\Z)", doc, flags=re.S | re.M)
     doc = doc[: m.start()] + section + doc[m.end():] if m else doc.rstrip("\n") + "\n\n" + section
     README.write_text(doc)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=8, help="requests per (mode, concurrency) cell")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--max-tokens", type=int, default=96)
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--write-readme", action="store_true")
-    args = parser.parse_args()
-
-    from leapgen.engine import LLM, SamplingParams
+def measure(args) -> dict:
+    """Run every (concurrency, mode) cell; returns the run's result dict."""
+    from leapgen.engine import LLM
+    from leapgen.engine.model_loader import load_model
     from leapgen.errors import GrammarError
 
-    llm = LLM(num_threads=args.threads, max_running=max(args.concurrency))
+    t0 = time.perf_counter()
+    loaded = load_model("default")
+    llms = {}
+    for mode in args.modes:
+        backend = backend_of(mode) or "leapgen"
+        if backend not in llms:
+            llms[backend] = LLM(loaded=loaded, num_threads=args.threads, max_running=max(args.concurrency),
+                                grammar_backend=backend)
     workload = []
     for prompt, schema in load_workload(args.requests * 2, args.seed):
-        try:  # compile up front: the table times decoding, not compiles (and skips unsupported schemas)
-            llm.grammar.compile(SamplingParams(json_schema=schema))
+        try:  # compile up front in every backend: the table times decoding, not compiles
+            for mode in args.modes:
+                if backend_of(mode):
+                    llms[backend_of(mode)].grammar.compile_async(params_of(mode, schema, args.max_tokens)).result()
         except GrammarError:
-            continue
+            continue  # a schema some backend cannot compile is left out for all
         workload.append((prompt, schema))
-    workload = workload[: args.requests]
-    run_mode(llm, workload[:2], "leapgen", 2, 16)  # warm-up
+        if len(workload) == args.requests:
+            break
+    print(f"workload: {len(workload)} requests, set up in {time.perf_counter() - t0:.0f} s", flush=True)
+    for llm in llms.values():
+        run_mode(llm, workload[:2], "leapgen" if llm.grammar.backend_name == "leapgen" else llm.grammar.backend_name,
+                 2, 16)  # warm-up
     rows = []
     for c in args.concurrency:
+        cell = workload[: args.c1_requests] if c == 1 else workload
         for mode in args.modes:
-            rows.append((mode, c, run_mode(llm, workload, mode, c, args.max_tokens)))
-            print(f"done: {mode} c={c}", flush=True)
+            t = time.perf_counter()
+            rows.append((mode, c, run_mode(llms[backend_of(mode) or "leapgen"], cell, mode, c, args.max_tokens)))
+            print(f"done: {mode} c={c} in {time.perf_counter() - t:.0f} s", flush=True)
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, no GPU, shared"
-    text = table(rows, machine, args)
+    return {"machine": machine, "rows": rows, "total_s": time.perf_counter() - t0,
+            "args": {"requests": len(workload), "c1_requests": min(args.c1_requests, len(workload)),
+                     "max_tokens": args.max_tokens, "threads": args.threads, "seed": args.seed}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=64, help="requests per (mode, concurrency) cell")
+    parser.add_argument("--c1-requests", type=int, default=None,
+                        help="requests in the concurrency-1 cells (default: --requests; they are the slowest)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--modes", nargs="+", default=None, choices=MODES,
+                        help="default: unconstrained, leapgen, leapgen-no-jf and every installed peer")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="write the figures here (JSON)")
+    parser.add_argument("--from-results", help="render a saved --out file instead of measuring")
+    parser.add_argument("--plot", help="write the throughput / TPOT plot here (PNG, needs matplotlib)")
+    parser.add_argument("--write-readme", action="store_true")
+    args = parser.parse_args()
+    if args.from_results:
+        result = json.loads(Path(args.from_results).read_text())
+    else:
+        from leapgen.backends import available_backends
+
+        if args.modes is None:
+            args.modes = [m for m in MODES if m not in PEERS or m in available_backends()]
+        args.c1_requests = args.requests if args.c1_requests is None else args.c1_requests
+        result = measure(args)
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(result, indent=1))
+    text = table(result)
     print(text)
+    if args.plot:
+        plot(result, args.plot)
     if args.write_readme:
-        write_readme(text)
+        write_readme(text, args.plot)
 
 
 if __name__ == "__main__":

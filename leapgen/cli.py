@@ -7,7 +7,8 @@ Subcommands:
     stderr (tokens, jump-forward tokens and share, tokens/s, compile ms), so
     ``leapgen generate ... > out.json`` keeps the output clean.
 
-``leapgen serve [--model default] [--grammar-backend leapgen] [--host 127.0.0.1] [--port 8000]
+``leapgen serve [--model default] [--grammar-backend leapgen|xgrammar|llguidance|outlines-core]
+[--host 127.0.0.1] [--port 8000]
 [--max-running N] [--warmup DIR]``
     Serve the OpenAI-compatible HTTP API (see :mod:`leapgen.server.app`);
     needs the ``serve`` extra. Logs grammar compile times, jump-forward token
@@ -33,6 +34,7 @@ EXIT_USAGE = 2
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (subcommands: ``generate``)."""
     from leapgen import __version__
+    from leapgen.backends import known_backends
 
     parser = argparse.ArgumentParser(
         prog="leapgen",
@@ -67,8 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Serve /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics.")
     srv.add_argument("--model", default="default",
                      help="'default' (embedded SmolLM2-135M-Instruct) or a local Hugging Face folder")
-    srv.add_argument("--grammar-backend", default="leapgen", choices=["leapgen"],
-                     help="grammar engine of the server (only leapgen for now)")
+    srv.add_argument("--grammar-backend", default="leapgen", choices=known_backends(),
+                     help="grammar engine of the server (default leapgen; the peers need their package: "
+                          "pip install 'leapgen[peers]'; outlines-core has no jump-forward)")
     srv.add_argument("--host", default="127.0.0.1")
     srv.add_argument("--port", type=int, default=8000)
     srv.add_argument("--max-running", type=int, default=16, metavar="N", help="most requests decoding together")
@@ -172,6 +175,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return _error("--prefix-cache-tokens must be >= 0", EXIT_USAGE)
     if args.warmup is not None and not os.path.isdir(args.warmup):
         return _error(f"--warmup: {args.warmup} is not a folder", EXIT_USAGE)
+    from leapgen.backends import available_backends
+
+    if args.grammar_backend not in available_backends():
+        return _error(f"--grammar-backend {args.grammar_backend}: not installed (pip install 'leapgen[peers]')",
+                      EXIT_USAGE)
     try:
         from leapgen.server.app import serve
     except ImportError as exc:
@@ -183,7 +191,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         serve(model=args.model, host=args.host, port=args.port, max_running=args.max_running,
               kv_token_budget=args.kv_token_budget,
-              prefix_cache_tokens=args.prefix_cache_tokens, warmup_dir=args.warmup, num_threads=args.threads)
+              prefix_cache_tokens=args.prefix_cache_tokens, warmup_dir=args.warmup, num_threads=args.threads,
+              grammar_backend=args.grammar_backend)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
     return EXIT_OK

@@ -4,9 +4,18 @@ create its matcher.
 One responsibility. The tokenizer's :class:`TokenizerInfo` and the
 :class:`GrammarCompiler` (which caches compiled grammars) are built once per
 model, on the first constrained request, so unconstrained use never pays for
-them. Compiles run on the compiler's thread pool (:meth:`compile_async`), so a
-request's compile overlaps other requests' steps and its own prefill; the
-bitmask rows of a batch are filled on a worker thread
+them. With ``backend`` set to a peer engine (``"xgrammar"``, ``"llguidance"``,
+``"outlines-core"``), grammars are compiled and matched by that engine through
+:func:`leapgen.backends.get_backend`: its states have the matcher's verbs
+(fill, accept, rollback, jump-forward string; a peer without jump-forward
+returns ``""``, so its requests never jump), it keeps the model's default stop
+tokens, and it has no JSON indent or custom separators.
+
+Compiles start on the manager's compile thread (:meth:`compile_async`), so a
+request's compile overlaps other requests' steps and its own prefill; with
+leapgen the work itself runs in a worker process
+(:mod:`leapgen.engine.compile_worker`) so that it does not hold the GIL the
+steps need. The bitmask rows of a batch are filled on a worker thread
 (:meth:`batch_fill_async`) while the model runs its forward pass (torch and
 numpy release the GIL for most of their work).
 """
@@ -14,16 +23,19 @@ numpy release the GIL for most of their work).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Sequence
 
-from leapgen.engine.sampling_params import SamplingParams
-from leapgen.errors import SchemaError
+from leapgen.engine.compile_worker import CompileWorker, CompileWorkerDied
+from leapgen.engine.sampling_params import DEFAULT_JSON_SEPARATORS, SamplingParams
+from leapgen.errors import GrammarError, SchemaError
 
 _MAX_SEEN = 256
+logger = logging.getLogger("leapgen.engine")
 
 
 class GrammarManager:
@@ -37,31 +49,82 @@ class GrammarManager:
     stop_token_ids : iterable of int
         The model's default stop tokens (a matcher allows them where the
         grammar may end).
+    backend : str, default "leapgen"
+        The grammar engine: one of :func:`leapgen.backends.known_backends`.
+    compile_in_process : bool, default True
+        With the leapgen backend, run :meth:`compile_async`'s compiles in a
+        worker process (:mod:`leapgen.engine.compile_worker`) so they do not
+        hold this process's GIL; False compiles on the thread itself.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``backend``.
+    ImportError
+        ``backend`` is a peer engine that is not installed.
     """
 
-    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Iterable[int]):
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Iterable[int], backend: str = "leapgen",
+                 compile_in_process: bool = True):
+        from leapgen.backends import available_backends, known_backends
+
+        if backend not in known_backends():
+            raise ValueError(f"unknown grammar backend {backend!r}; known: {', '.join(known_backends())}")
+        if backend not in available_backends():
+            raise ImportError(f"grammar backend {backend!r} is not installed: pip install 'leapgen[peers]'")
+        self.backend_name = backend
         self._tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.stop_token_ids = frozenset(stop_token_ids)
         self._compiler = None
+        self._healing = None
+        self._compile_in_process = compile_in_process and backend == "leapgen"
+        self._worker = None
         self.tokenizer_info = None
         self._fill_pool: ThreadPoolExecutor | None = None
         self._compile_pool: ThreadPoolExecutor | None = None
         #: Recently compiled grammars (their mask-cache counters feed the metrics).
         self.compiled_seen: OrderedDict[int, Any] = OrderedDict()
+        self._peer_cache: OrderedDict[str, Any] = OrderedDict()
         self._seen_lock = threading.Lock()
 
     @property
     def compiler(self) -> Any:
-        """The :class:`GrammarCompiler` (built on first use)."""
+        """The :class:`GrammarCompiler`, or the peer's
+        :class:`~leapgen.backends.GrammarBackend` (built on first use)."""
         if self._compiler is None:
             from leapgen import GrammarCompiler, TokenizerInfo
 
             self.tokenizer_info = TokenizerInfo.from_huggingface(
                 self._tokenizer, vocab_size=self.vocab_size, stop_token_ids=sorted(self.stop_token_ids)
             )
-            self._compiler = GrammarCompiler(self.tokenizer_info)
+            if self._compile_in_process:
+                import shutil
+                import tempfile
+                import weakref
+
+                cache_dir = tempfile.mkdtemp(prefix="leapgen-grammars-")
+                self._compiler = GrammarCompiler(self.tokenizer_info, cache_dir=cache_dir)
+                self._worker = CompileWorker(self.tokenizer_info, cache_dir)
+                weakref.finalize(self, _close_worker, self._worker, cache_dir, shutil.rmtree)
+            elif self.backend_name == "leapgen":
+                self._compiler = GrammarCompiler(self.tokenizer_info)
+            else:
+                from leapgen.backends import get_backend
+
+                self._compiler = get_backend(self.backend_name, self.tokenizer_info, hf_tokenizer=self._tokenizer)
         return self._compiler
+
+    @property
+    def healing(self) -> Any:
+        """The vocabulary's :class:`~leapgen.engine.token_healing.TokenHealing`
+        (built on first use)."""
+        if self._healing is None:
+            from leapgen.engine.token_healing import TokenHealing
+
+            _ = self.compiler  # builds tokenizer_info
+            self._healing = TokenHealing(self.tokenizer_info.token_bytes, self.tokenizer_info.special_token_ids)
+        return self._healing
 
     @staticmethod
     def check(params: SamplingParams) -> None:
@@ -119,7 +182,10 @@ class GrammarManager:
         compiler = self.compiler  # per-model setup, not counted as compile time
         start = time.perf_counter()
         kind, args, kwargs = self._compile_call(params)
-        compiled = getattr(compiler, kind)(*args, **kwargs)
+        if self.backend_name == "leapgen":
+            compiled = getattr(compiler, kind)(*args, **kwargs)  # the compiler has its own cache
+        else:
+            compiled = self._peer_compile(kind, args, kwargs)
         with self._seen_lock:
             self.compiled_seen[id(compiled)] = compiled
             self.compiled_seen.move_to_end(id(compiled))
@@ -128,7 +194,8 @@ class GrammarManager:
         return compiled, (time.perf_counter() - start) * 1000.0
 
     def compile_async(self, params: SamplingParams) -> Future:
-        """:meth:`compile` on the manager's compile thread (starts at once).
+        """:meth:`compile` on the manager's compile thread (starts at once),
+        the work itself in the compile worker process when there is one.
 
         Returns
         -------
@@ -143,7 +210,13 @@ class GrammarManager:
         submitted = time.perf_counter()
 
         def run():
-            compiled, _ = self.compile(params)
+            if self._worker is not None:
+                try:
+                    self._worker.compile(*self._compile_call(params))  # a GrammarError is raised here
+                except CompileWorkerDied:
+                    logger.warning("the grammar compile worker died; compiling on the engine's thread from now on")
+                    self._worker = None
+            compiled, _ = self.compile(params)  # a disk-cache hit after the worker's compile
             return compiled, (time.perf_counter() - submitted) * 1000.0
 
         return self._compile_pool.submit(run)
@@ -188,10 +261,22 @@ class GrammarManager:
         grammar seen so far."""
         with self._seen_lock:
             seen = list(self.compiled_seen.values())
-        return sum(c.mask_cache_hits for c in seen), sum(c.mask_cache_misses for c in seen)
+        return (sum(getattr(c, "mask_cache_hits", 0) for c in seen),
+                sum(getattr(c, "mask_cache_misses", 0) for c in seen))
 
     def _compile_call(self, params: SamplingParams) -> tuple[str, tuple, dict]:
-        """The compiler method, arguments and options of ``params``' grammar."""
+        """The compiler method, arguments and options of ``params``' grammar.
+
+        Raises
+        ------
+        leapgen.errors.GrammarError
+            A JSON layout the peer backend does not have (indent, separators
+            other than compact or the default).
+        ValueError
+            ``params`` has no grammar.
+        """
+        if self.backend_name != "leapgen":
+            return self._peer_compile_call(params)
         if params.json_schema is not None:
             return "compile_json_schema", (_parse_schema(params.json_schema),), dict(
                 any_whitespace=params.json_any_whitespace, indent=params.json_indent,
@@ -204,14 +289,65 @@ class GrammarManager:
             return "compile_builtin_json_grammar", (), {}
         raise ValueError("these SamplingParams have no grammar")
 
+    def _peer_compile(self, kind: str, args: tuple, kwargs: dict) -> Any:
+        """Compile with the peer backend, through an LRU of ``_MAX_SEEN``
+        handles (not every peer caches: outlines-core rebuilds its index)."""
+        key = json.dumps([kind, args, kwargs], sort_keys=True, default=str)
+        with self._seen_lock:
+            if key in self._peer_cache:
+                self._peer_cache.move_to_end(key)
+                return self._peer_cache[key]
+        compiled = getattr(self.compiler, kind)(*args, **kwargs)
+        with self._seen_lock:
+            self._peer_cache[key] = compiled
+            while len(self._peer_cache) > _MAX_SEEN:
+                self._peer_cache.popitem(last=False)
+        return compiled
+
+    def _peer_compile_call(self, params: SamplingParams) -> tuple[str, tuple, dict]:
+        """:meth:`_compile_call` for a peer backend (its compile verbs)."""
+        if params.json_schema is not None:
+            if params.json_indent is not None:
+                raise GrammarError(f"the {self.backend_name} backend has no indented JSON layout")
+            compact = tuple(params.json_separators) == (",", ":")
+            if not compact and tuple(params.json_separators) != DEFAULT_JSON_SEPARATORS:
+                raise GrammarError(f"the {self.backend_name} backend has no custom JSON separators")
+            # any_whitespace=False is the compact layout in every peer; the default one needs flexible whitespace.
+            return "compile_json_schema", (_parse_schema(params.json_schema),), dict(
+                any_whitespace=params.json_any_whitespace or not compact, strict_mode=params.json_strict)
+        if params.regex is not None:
+            return "compile_regex", (params.regex,), {}
+        if params.ebnf is not None:
+            return "compile_grammar", (params.ebnf,), {}
+        if params.json_object:
+            return "compile_builtin_json", (), {}
+        raise ValueError("these SamplingParams have no grammar")
+
     def new_matcher(self, compiled: Any, stop_token_ids: Iterable[int]) -> Any:
-        """A fresh :class:`GrammarMatcher` over ``compiled`` that ends on
-        ``stop_token_ids``."""
+        """A fresh :class:`GrammarMatcher` (or peer
+        :class:`~leapgen.backends.GrammarState`) over ``compiled`` that ends
+        on ``stop_token_ids``.
+
+        Raises
+        ------
+        leapgen.errors.GrammarError
+            A peer backend and stop tokens other than the model's defaults.
+        """
+        stop = frozenset(stop_token_ids)
+        if self.backend_name != "leapgen":
+            if stop != self.stop_token_ids:
+                raise GrammarError(f"the {self.backend_name} backend ends on the model's stop tokens only")
+            return self.compiler.new_state(compiled)
         from leapgen import GrammarMatcher
 
-        stop = frozenset(stop_token_ids)
         # The default set is already in the tokenizer info (cheaper masks).
         return GrammarMatcher(compiled, stop_token_ids=None if stop == self.stop_token_ids else sorted(stop))
+
+
+def _close_worker(worker: Any, cache_dir: str, rmtree: Any) -> None:
+    """Finalizer: stop the compile worker and remove its cache folder."""
+    worker.shutdown()
+    rmtree(cache_dir, ignore_errors=True)
 
 
 def _parse_schema(schema: Any) -> Any:

@@ -17,6 +17,10 @@ add_special_tokens=False)``), not together with the prompt: exact for
 byte-level BPE tokenizers whose pre-tokenizer splits after the chat template's
 ``"\\n"`` (SmolLM2, GPT-2, Llama-3, Qwen); a SentencePiece tokenizer would add
 a prefix space here (not handled yet).
+
+Token healing (``healing=``): the last forced token is held back when the
+grammar allows a longer vocabulary token that starts with it, so the model
+picks the token that crosses the end of the forced text itself.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from leapgen.engine.token_healing import TokenHealing
 from leapgen.errors import LeapgenError
 
 
@@ -62,6 +67,7 @@ def try_jump_forward(
     encode: Callable[[str], list[int]],
     *,
     max_tokens: int,
+    healing: TokenHealing | None = None,
 ) -> JumpForward | None:
     """Append the grammar's forced continuation to the output, if any.
 
@@ -79,13 +85,18 @@ def try_jump_forward(
         ``encode(text) -> list[int]``: the tokenizer, without special tokens.
     max_tokens : int
         The new output is cut to this many tokens.
+    healing : TokenHealing or None, default None
+        When given, the last new token is held back (not appended) if it lies
+        wholly inside the forced text and the grammar allows a longer token
+        starting with its bytes (see :mod:`leapgen.engine.token_healing`).
 
     Returns
     -------
     JumpForward or None
-        None when nothing is forced, when the retokenization adds no token, or
-        when the matcher rejects the new ids (then nothing changed and the
-        engine samples this step as usual).
+        None when nothing is forced, when the retokenization adds no token,
+        when the matcher rejects the new ids, or when healing holds back the
+        only forced token (then nothing changed and the engine samples this
+        step as usual).
 
     Raises
     ------
@@ -98,7 +109,8 @@ def try_jump_forward(
     if not forced:
         return None
     old = list(output_ids)
-    new = list(encode(output_text + forced))[:max_tokens]
+    encoded = list(encode(output_text + forced))
+    new = encoded[:max_tokens]
     p = common_prefix_length(old, new)
     if len(new) <= p:
         return None
@@ -107,15 +119,39 @@ def try_jump_forward(
     except (LeapgenError, ValueError, RuntimeError):
         # Past the matcher's rollback window: skip this jump (state unchanged).
         return None
-    if _accept_all(matcher, new[p:]):
-        return JumpForward(forced_text=forced, new_ids=new, common_prefix=p)
-    # Restore: the matcher is at the common prefix again; re-accept the old ids.
-    if not _accept_all(matcher, old[p:]):
+    if not _accept_all(matcher, new[p:]):
+        _restore(matcher, old[p:])
+        return None
+    if healing is not None and len(new) == len(encoded):  # (not when cut by max_tokens)
+        kept_bytes = sum(len(healing.token_bytes[t]) for t in new[:-1])
+        output_bytes = len(output_text.encode("utf-8"))
+        if kept_bytes >= output_bytes:  # the last token is forced text only
+            matcher.rollback(1)
+            if healing.allows_longer_token(matcher, new[-1]):
+                new = new[:-1]
+                if kept_bytes == output_bytes:  # nothing forced is left to append
+                    if len(new) > p:
+                        matcher.rollback(len(new) - p)
+                    _restore(matcher, old[p:])
+                    return None
+                return JumpForward(forced_text=forced, new_ids=new, common_prefix=p)
+            matcher.accept_token(new[-1])
+    return JumpForward(forced_text=forced, new_ids=new, common_prefix=p)
+
+
+def _restore(matcher: Any, old_tail: Sequence[int]) -> None:
+    """Re-accept the old ids past the common prefix (the matcher stands at it).
+
+    Raises
+    ------
+    leapgen.errors.LeapgenError
+        If the matcher rejects its own previous tokens (its state is lost).
+    """
+    if not _accept_all(matcher, old_tail):
         raise LeapgenError(
             "jump-forward: the matcher rejected the retokenized output and then its own "
             "previous tokens; its state is lost"
         )
-    return None
 
 
 def _accept_all(matcher: Any, ids: Sequence[int]) -> bool:

@@ -7,7 +7,7 @@ One responsibility: drive requests to completion, one step at a time. A step::
         -> ONE forward pass over every request with pending tokens
            (prefills, decodes and jump-forward extends packed together)
         -> wait for the fill -> mask -> sample -> accept -> stop?
-        -> jump-forward (retokenize, crop KV, extend next step)
+        -> jump-forward (retokenize, token healing, crop KV, extend next step)
 
 Requests join and leave between steps. A constrained request's compile starts
 when it is added (on the grammar manager's thread); its prefill runs while the
@@ -64,6 +64,14 @@ class LLM:
         Token budget of the cross-request prompt KV cache (LRU; 0 disables it):
         a prompt sharing at least 16 leading tokens with a recent prompt
         copies their KV and prefills only the rest.
+    grammar_backend : str, default "leapgen"
+        The grammar engine: ``"leapgen"``, ``"xgrammar"``, ``"llguidance"`` or
+        ``"outlines-core"`` (see :class:`GrammarManager`; outlines-core has no
+        jump-forward).
+    compile_in_process : bool, default True
+        Compile leapgen grammars in a worker process, so a long compile does
+        not hold the GIL the other requests' steps need (see
+        :mod:`leapgen.engine.compile_worker`).
 
     Attributes
     ----------
@@ -79,6 +87,8 @@ class LLM:
     ------
     leapgen.engine.model_loader.ModelLoadError
         If the model cannot be loaded.
+    ValueError, ImportError
+        Unknown or not installed ``grammar_backend``.
 
     Examples
     --------
@@ -90,13 +100,14 @@ class LLM:
 
     def __init__(self, model: str = DEFAULT_MODEL, *, cache_dir: Any = None, num_threads: int | None = None,
                  loaded: LoadedModel | None = None, max_running: int = 16, kv_token_budget: int = 65536,
-                 prefix_cache_tokens: int = 4096):
+                 prefix_cache_tokens: int = 4096, grammar_backend: str = "leapgen", compile_in_process: bool = True):
         configure_threads(num_threads)
         self.loaded = loaded if loaded is not None else load_model(model, cache_dir=cache_dir)
         self.tokenizer = self.loaded.tokenizer
         self.model_runner = ModelRunner(self.loaded.model)
         self.stop_token_ids = default_stop_token_ids(self.tokenizer, self.loaded.model)
-        self.grammar = GrammarManager(self.tokenizer, self.model_runner.vocab_size, self.stop_token_ids)
+        self.grammar = GrammarManager(self.tokenizer, self.model_runner.vocab_size, self.stop_token_ids,
+                                      backend=grammar_backend, compile_in_process=compile_in_process)
         self.scheduler = Scheduler(max_running, kv_token_budget)
         self.stats = EngineStats()
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
@@ -423,7 +434,8 @@ class LLM:
             text = b"".join(token_bytes[t] for t in req.output_ids).decode("utf-8")
         except UnicodeDecodeError:
             return False  # the output ends inside a UTF-8 character: sample this step
-        jump = try_jump_forward(req.matcher, req.output_ids, text, self._encode, max_tokens=req.params.max_tokens)
+        jump = try_jump_forward(req.matcher, req.output_ids, text, self._encode, max_tokens=req.params.max_tokens,
+                                healing=self.grammar.healing)
         if jump is None:
             return False
         keep = req.replace_output(jump.new_ids, jump.common_prefix)

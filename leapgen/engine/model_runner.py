@@ -24,6 +24,27 @@ import torch
 import torch.nn.functional as F
 
 
+def column_major_linears(model: torch.nn.Module) -> None:
+    """Store every ``nn.Linear`` weight of ``model`` column-major: the same
+    ``(out, in)`` tensor, as the transpose of a contiguous ``(in, out)`` one.
+
+    ``F.linear(x, W)`` computes ``x @ W.T``; with ``W.T`` contiguous the CPU
+    GEMM reads the weights as they lie instead of repacking them at every
+    call, which for the few rows of a decode batch (2-32) roughly halves the
+    projection and lm_head time (measured on AVX-512 with MKL, 1 thread).
+    Idempotent; tied weights (lm_head = embed_tokens) are converted once.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Mutated in place (parameter storage only; values unchanged).
+    """
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and module.weight.is_contiguous() and module.weight.dim() == 2:
+                module.weight.data = module.weight.data.t().contiguous().t()
+
+
 class ModelRunner:
     """Batched forward passes of a Llama-family Hugging Face causal LM.
 
@@ -31,7 +52,9 @@ class ModelRunner:
     ----------
     model : transformers.PreTrainedModel
         A causal LM in eval mode with the Llama layout (``model.model.layers``
-        of ``self_attn.{q,k,v,o}_proj``, ``mlp``, two RMSNorms). Not mutated.
+        of ``self_attn.{q,k,v,o}_proj``, ``mlp``, two RMSNorms). Mutated once:
+        the weights of its ``nn.Linear`` modules are stored column-major
+        (same values and shapes; see :func:`column_major_linears`).
 
     Attributes
     ----------
@@ -58,6 +81,7 @@ class ModelRunner:
         if base is None or not hasattr(base, "layers") or not hasattr(base, "rotary_emb"):
             raise ValueError(f"unsupported model layout ({type(model).__name__}); expected the Llama family")
         self._base = base
+        column_major_linears(model)
         self.vocab_size = int(cfg.vocab_size)
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype

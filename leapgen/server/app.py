@@ -117,7 +117,8 @@ def warmup(engine: AsyncLLM, folder: str | Path) -> int:
     count = 0
     for path in sorted(Path(folder).glob("*.json")):
         try:
-            _, ms = engine.llm.grammar.compile(SamplingParams(json_schema=path.read_text(encoding="utf-8")))
+            future = engine.llm.grammar.compile_async(SamplingParams(json_schema=path.read_text(encoding="utf-8")))
+            _, ms = future.result()  # through the compile worker: its cache and the engine's are both warm
         except (ValueError, OSError) as exc:
             logger.warning("warm-up: %s: %s", path.name, exc)
             continue
@@ -127,20 +128,27 @@ def warmup(engine: AsyncLLM, folder: str | Path) -> int:
 
 
 def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, max_running: int = 16,
-          kv_token_budget: int = 65536, prefix_cache_tokens: int = 4096, warmup_dir: str | None = None, num_threads: int | None = None) -> None:
+          kv_token_budget: int = 65536, prefix_cache_tokens: int = 4096, warmup_dir: str | None = None,
+          num_threads: int | None = None, grammar_backend: str = "leapgen") -> None:
     """Load the model and serve until interrupted (blocks).
+
+    Parameters are :class:`~leapgen.engine.LLM`'s (``grammar_backend``: the
+    grammar engine of every constrained request), the address, and
+    ``warmup_dir`` (see :func:`warmup`).
 
     Raises
     ------
     leapgen.engine.model_loader.ModelLoadError
         If the model cannot be loaded.
+    ValueError, ImportError
+        Unknown or not installed ``grammar_backend``.
     """
     import uvicorn
 
     from leapgen.engine.llm_engine import LLM
 
     llm = LLM(model, num_threads=num_threads, max_running=max_running, kv_token_budget=kv_token_budget,
-              prefix_cache_tokens=prefix_cache_tokens)
+              prefix_cache_tokens=prefix_cache_tokens, grammar_backend=grammar_backend)
     engine = AsyncLLM(llm)
     if warmup_dir is not None:
         logger.info("warm-up: %d schemas compiled", warmup(engine, warmup_dir))

@@ -80,3 +80,13 @@ def test_serve_usage_errors_exit_2_before_loading(tmp_path, capsys):
     assert main(["serve", "--max-running", "0"]) == 2
     assert main(["serve", "--warmup", str(tmp_path / "missing")]) == 2
     assert "--warmup" in capsys.readouterr().err
+
+
+def test_serve_grammar_backend_choices():
+    from leapgen.backends import known_backends
+    from leapgen.cli import build_parser
+
+    for name in known_backends():
+        assert build_parser().parse_args(["serve", "--grammar-backend", name]).grammar_backend == name
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--grammar-backend", "nope"])

@@ -132,3 +132,45 @@ def test_request_bookkeeping_after_a_jump():
     assert req.replace_output([1, 9], 1) == 4
     assert req.pending_ids == [9]
     assert req.sampled == [False, False]
+
+
+# --- token healing: hold back a forced token a longer allowed token extends ---
+
+@pytest.fixture
+def healing(toy_info):
+    from leapgen.engine.token_healing import TokenHealing
+
+    return TokenHealing(toy_info.token_bytes, toy_info.special_token_ids)
+
+
+def test_extensions_are_the_strictly_longer_tokens(healing, vocab):
+    assert set(healing.extensions(vocab[b"ab"]).tolist()) == {vocab[b"abc"]}
+    assert set(healing.extensions(vocab[b"12"]).tolist()) == {vocab[b"123"]}
+    assert healing.extensions(vocab[b"abc"]).size == 0
+
+
+def test_healing_holds_back_a_token_the_grammar_lets_grow(toy_compiler, encode, vocab, healing):
+    m = GrammarMatcher(toy_compiler.compile_regex("xyab(c|d)"))
+    jump = try_jump_forward(m, [], "", encode, max_tokens=100, healing=healing)
+    assert encode("xyab") == [vocab[b"x"], vocab[b"y"], vocab[b"ab"]]
+    assert jump.new_ids == [vocab[b"x"], vocab[b"y"]]  # "ab" held back: "abc" may follow
+    assert m.num_accepted_tokens == 2
+    assert m.accept_token(vocab[b"abc"])
+
+
+def test_healing_keeps_a_token_no_allowed_token_extends(toy_compiler, encode, vocab, healing):
+    m = GrammarMatcher(toy_compiler.compile_regex("xyabd"))
+    jump = try_jump_forward(m, [], "", encode, max_tokens=100, healing=healing)
+    assert jump.new_ids == [vocab[b"x"], vocab[b"y"], vocab[b"ab"], vocab[b"d"]]
+    m2 = GrammarMatcher(toy_compiler.compile_regex("xyab(d|e)"))
+    jump = try_jump_forward(m2, [], "", encode, max_tokens=100, healing=healing)
+    assert jump.new_ids == [vocab[b"x"], vocab[b"y"], vocab[b"ab"]]  # "abc" exists but is not allowed
+    assert m2.num_accepted_tokens == 3
+
+
+def test_healing_of_the_only_forced_token_leaves_the_matcher_as_it_was(toy_compiler, encode, vocab, healing):
+    m = GrammarMatcher(toy_compiler.compile_regex("x(ab)(c|d)"))
+    assert m.accept_token(vocab[b"x"])
+    assert try_jump_forward(m, [vocab[b"x"]], "x", encode, max_tokens=100, healing=healing) is None
+    assert m.num_accepted_tokens == 1
+    assert m.accept_token(vocab[b"abc"])

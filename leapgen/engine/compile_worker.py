@@ -1,0 +1,179 @@
+"""Compile grammars in a worker process, off the engine's GIL.
+
+One responsibility. A leapgen compile is mostly Python (front-end, subset
+construction, minimization); on a thread it holds the GIL in long stretches,
+and every other request's decode step, whose forward pass re-takes the GIL
+between torch ops, slows down with it (``benchmarks/bench_compile_stall.py``:
+decode steps 2-3x slower during a compile on 2 shared cores). So the grammar
+manager's compile thread hands the work to one worker process and waits for
+it without the GIL. The worker runs at a lower CPU priority (``nice``), so
+when the CPUs are short the decoding requests go first.
+
+How the compiled grammar comes back: through the compiler's disk cache. The
+worker and the engine's :class:`~leapgen.GrammarCompiler` share a private
+cache folder; the worker compiles (and stores a regular grammar's DFA there),
+then the engine's compile of the same grammar is a disk hit (the DFA is read
+and wrapped, milliseconds). A context-free grammar is not disk-cached, so the
+engine compiles it again on its own thread (the old behaviour, stall
+included). A grammar error raised in the worker is raised again, same type and
+attributes, in the engine.
+
+The worker is a plain ``python -m leapgen.engine.compile_worker`` subprocess
+talking pickles over pipes, not ``multiprocessing``: a spawned
+``multiprocessing`` child re-imports the caller's ``__main__``, which re-runs
+any script without an ``if __name__ == "__main__"`` guard.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import leapgen.errors
+
+_INFO_FILE = "tokenizer_info.pickle"
+
+
+class CompileWorkerDied(leapgen.errors.LeapgenError):
+    """The compile worker process is gone (killed, out of memory, crashed)."""
+
+
+def _send(stream: BinaryIO, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _recv(stream: BinaryIO) -> Any:
+    """The next message, or raises EOFError when the other side is gone."""
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("pipe closed")
+    (size,) = struct.unpack("<Q", head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("pipe closed")
+    return pickle.loads(data)
+
+
+def _rebuild_error(name: str, args: tuple, attributes: dict) -> leapgen.errors.GrammarError:
+    """The worker's GrammarError, rebuilt without calling its ``__init__``
+    (the subclasses take keyword-only arguments)."""
+    cls = getattr(leapgen.errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, leapgen.errors.GrammarError)):
+        cls = leapgen.errors.GrammarError
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(attributes)
+    return exc
+
+
+class CompileWorker:
+    """One worker process that compiles grammars into a shared disk cache.
+
+    Parameters
+    ----------
+    tokenizer_info : TokenizerInfo
+        The engine's vocabulary (handed to the worker through ``cache_dir``).
+    cache_dir : str
+        The disk-cache folder the engine's compiler also reads.
+    niceness : int, default 10
+        Added to the worker's ``nice`` value.
+
+    Notes
+    -----
+    The process starts at once and sets itself up (imports, token index) in
+    the background. :meth:`compile` calls are serialized (one compile at a
+    time, as the grammar manager's single compile thread makes them).
+    """
+
+    def __init__(self, tokenizer_info: Any, cache_dir: str, niceness: int = 10):
+        with open(Path(cache_dir) / _INFO_FILE, "wb") as f:
+            pickle.dump(tokenizer_info, f, protocol=pickle.HIGHEST_PROTOCOL)
+        env = dict(os.environ)
+        package_root = str(Path(leapgen.errors.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        self._proc = subprocess.Popen([sys.executable, "-m", "leapgen.engine.compile_worker", cache_dir,
+                                       str(niceness)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._lock = threading.Lock()
+
+    def compile(self, method: str, args: tuple, kwargs: dict) -> bool:
+        """Compile in the worker and wait (the caller's thread blocks on a
+        pipe, GIL released).
+
+        Parameters
+        ----------
+        method : str
+            A ``GrammarCompiler`` compile method (``"compile_json_schema"``, ...).
+        args, kwargs
+            Its arguments (picklable).
+
+        Returns
+        -------
+        bool
+            True if the grammar is regular (so the engine's compile of it now
+            hits the disk cache).
+
+        Raises
+        ------
+        leapgen.errors.GrammarError
+            What the compile raised in the worker.
+        CompileWorkerDied
+            If the worker is gone.
+        """
+        with self._lock:
+            try:
+                _send(self._proc.stdin, (method, args, kwargs))
+                result = _recv(self._proc.stdout)
+            except (EOFError, OSError, ValueError) as exc:
+                raise CompileWorkerDied(f"the grammar compile worker is gone ({exc})") from None
+        if result[0] == "error":
+            raise _rebuild_error(*result[1:])
+        return result[1]
+
+    def shutdown(self) -> None:
+        """Stop the worker: close its input (it exits), kill it after 2 s."""
+        try:
+            self._proc.stdin.close()
+            self._proc.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            self._proc.kill()
+
+
+def _serve(cache_dir: str, niceness: int) -> None:
+    """The worker's loop: read ``(method, args, kwargs)``, compile, answer
+    ``("ok", is_regular)`` or ``("error", class name, args, attributes)``
+    (an unexpected exception answers ``("ok", False)``: the engine then
+    compiles on its own and meets it); exit when the engine closes the pipe."""
+    requests = sys.stdin.buffer
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt the replies
+    if niceness and hasattr(os, "nice"):
+        os.nice(niceness)
+    from leapgen import GrammarCompiler
+
+    with open(Path(cache_dir) / _INFO_FILE, "rb") as f:
+        compiler = GrammarCompiler(pickle.load(f), cache_dir=cache_dir)
+    while True:
+        try:
+            method, args, kwargs = _recv(requests)
+        except EOFError:
+            return
+        try:
+            compiled = getattr(compiler, method)(*args, **kwargs)
+            reply = ("ok", bool(compiled.is_regular))
+        except leapgen.errors.GrammarError as exc:
+            reply = ("error", type(exc).__name__, exc.args, dict(vars(exc)))
+        except Exception:  # noqa: BLE001 - a bug: the engine compiles it itself and sees the error
+            reply = ("ok", False)
+        _send(replies, reply)
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], int(sys.argv[2]))
