@@ -1,13 +1,12 @@
 """Byte-level DFAs: subset construction, trimming, minimization, products.
 
-- Determinization: Rabin-Scott subset construction over *byte classes* (bytes
-  no edge tells apart share a class), so work scales with the alphabet the
-  grammar really uses rather than 256.
+- Determinization: Rabin-Scott subset construction over *byte classes*
+  (:mod:`leapgen.automata.subset`, a numba kernel).
 - Trimming keeps only states that are reachable and can still reach an
   accepting state, so every state a matcher can be in has a completion: a
   token mask built on a trimmed DFA never leads into a dead end.
-- Minimization: Hopcroft's partition refinement ("An n log n algorithm for
-  minimizing states in a finite automaton", 1971) over byte classes.
+- Minimization: Valmari and Lehtinen's partition refinement over byte
+  classes (:mod:`leapgen.automata.minimize_kernel`).
 - Products: intersection and difference of languages by the usual pair
   construction.
 """
@@ -20,10 +19,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leapgen.automata.limits import check_deadline
+from leapgen.automata.limits import check_deadline, current_deadline, deadline_error
 from leapgen.automata.minimize_kernel import minimize_blocks
+from leapgen.automata.subset import determinize_classes
+from leapgen.automata.trim_kernel import useful_states
 from leapgen.errors import CompileLimitError
 from leapgen.grammar import ir
+
+try:
+    from leapgen.automata import product_kernel as _product_kernel
+except ImportError:  # pragma: no cover - numba missing: the pure-Python pair construction
+    _product_kernel = None
 
 DEFAULT_MAX_STATES = 100_000
 SUB_DFA_CACHE_ENTRIES = 512
@@ -122,8 +128,8 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
     nfa.root = node
     start, end = nfa.build(node)
     alphabet = 256 + (len(rule_ids) if rule_ids else 0)
-    trans, accepting, starts = determinize(nfa, [start], end, max_states, alphabet=alphabet)
-    out = minimize(Dfa(trans, accepting, starts[0]))
+    table, accepting, starts, byte_class = determinize_classes(nfa, [start], end, max_states, alphabet=alphabet)
+    out = minimize_table(table, accepting, starts[0], byte_class)
     if rule_ids is None:
         with _SUB_DFA_LOCK:
             _SUB_DFA_CACHE[(node, max_states)] = out
@@ -132,134 +138,28 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
     return out
 
 
-def _byte_classes(nfa, alphabet: int) -> tuple[np.ndarray, int]:
-    bounds = {0, alphabet}
-    for es in nfa.edges:
-        for lo, hi, _ in es:
-            bounds.add(lo)
-            bounds.add(hi + 1)
-    cuts = sorted(bounds)
-    byte_class = np.empty(alphabet, np.int32)
-    for i in range(len(cuts) - 1):
-        byte_class[cuts[i]:cuts[i + 1]] = i
-    return byte_class, len(cuts) - 1
-
-
-def determinize(nfa, starts: list[int], end: int, max_states: int, *,
-                alphabet: int = 256) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """Subset construction from one or more NFA start states.
-
-    Returns
-    -------
-    trans : numpy.ndarray
-        int32, shape ``(n_states, alphabet)``, -1 = dead.
-    accepting : numpy.ndarray
-        bool, ``(n_states,)``: the subset holds ``end``.
-    start_ids : list of int
-        The DFA state of each NFA start (subsets are shared between starts).
-    """
-    byte_class, k = _byte_classes(nfa, alphabet)
-    bc = byte_class.tolist()
-    moves: list[dict[int, list[int]]] = []
-    for es in nfa.edges:
-        d: dict[int, list[int]] = {}
-        for lo, hi, t in es:
-            for c in range(bc[lo], bc[hi] + 1):
-                d.setdefault(c, []).append(t)
-        moves.append(d)
-    eps = nfa.eps
-    closure_cache: dict[frozenset, frozenset] = {}
-
-    def closure(seeds: frozenset) -> frozenset:
-        got = closure_cache.get(seeds)
-        if got is None:
-            seen = set(seeds)
-            stack = list(seeds)
-            while stack:
-                for t in eps[stack.pop()]:
-                    if t not in seen:
-                        seen.add(t)
-                        stack.append(t)
-            got = closure_cache[seeds] = frozenset(seen)
-        return got
-
-    ids: dict[frozenset, int] = {}
-    sets: list[frozenset] = []
-    start_ids = []
-    for start in starts:
-        first = closure(frozenset((start,)))
-        if first not in ids:
-            ids[first] = len(sets)
-            sets.append(first)
-        start_ids.append(ids[first])
-    rows: list[list[int]] = []
-    i = 0
-    while i < len(sets):
-        check_deadline("subset construction")
-        acc: dict[int, set[int]] = {}
-        for s in sets[i]:
-            for c, ts in moves[s].items():
-                got = acc.get(c)
-                if got is None:
-                    acc[c] = set(ts)
-                else:
-                    got.update(ts)
-        row = [-1] * k
-        for c, ts in acc.items():
-            target = closure(frozenset(ts))
-            j = ids.get(target)
-            if j is None:
-                if len(sets) >= max_states:
-                    raise CompileLimitError(f"grammar needs more than {max_states} DFA states")
-                j = ids[target] = len(sets)
-                sets.append(target)
-            row[c] = j
-        rows.append(row)
-        i += 1
-    table = np.array(rows, np.int32).reshape(len(rows), k)
-    accepting = np.array([end in s for s in sets], bool)
-    return np.ascontiguousarray(table[:, byte_class]), accepting, start_ids
-
-
 def trim(dfa: Dfa) -> Dfa:
     """Drop states that are unreachable or cannot reach an accepting state.
 
     Returns a new DFA (possibly :data:`EMPTY_DFA`); does not mutate ``dfa``.
     """
-    n = dfa.n_states
-    if n == 0:
+    if dfa.n_states == 0:
         return dfa
-    trans = dfa.trans
-    reach = np.zeros(n, bool)
-    reach[dfa.start] = True
-    frontier = np.array([dfa.start])
-    while frontier.size:
-        nxt = np.unique(trans[frontier])
-        nxt = nxt[nxt >= 0]
-        nxt = nxt[~reach[nxt]]
-        reach[nxt] = True
-        frontier = nxt
-    src, _ = np.nonzero(trans >= 0)
-    dst = trans[trans >= 0]
-    order = np.argsort(dst, kind="stable")
-    src_sorted, dst_sorted = src[order], dst[order]
-    starts = np.searchsorted(dst_sorted, np.arange(n + 1))
-    live = dfa.accepting.copy()
-    frontier = np.flatnonzero(live)
-    while frontier.size:
-        preds = np.concatenate([src_sorted[starts[q]:starts[q + 1]] for q in frontier]) if frontier.size else frontier
-        preds = np.unique(preds)
-        preds = preds[~live[preds]]
-        live[preds] = True
-        frontier = preds
-    keep = reach & live
-    if not keep[dfa.start]:
-        return EMPTY_DFA
+    got = _trim_table(dfa.trans, dfa.accepting, dfa.start)
+    return EMPTY_DFA if got is None else Dfa(*got)
+
+
+def _trim_table(table: np.ndarray, accepting: np.ndarray, start: int):
+    """:func:`trim` on a table of any width (bytes or classes): ``(table,
+    accepting, start)`` renumbered, or None when the language is empty."""
+    keep = useful_states(table, start, accepting, np.arange(table.shape[1]))
+    if not keep[start]:
+        return None
+    n = table.shape[0]
     new_id = np.full(n + 1, -1, np.int32)  # index n maps the dead marker -1
     new_id[np.flatnonzero(keep)] = np.arange(int(keep.sum()), dtype=np.int32)
-    t = trans[keep]
-    t = new_id[np.where(t >= 0, t, n)]
-    return Dfa(t.astype(np.int32), dfa.accepting[keep].copy(), int(new_id[dfa.start]))
+    t = table[keep]
+    return new_id[np.where(t >= 0, t, n)], accepting[keep].copy(), int(new_id[start])
 
 
 def column_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -283,26 +183,40 @@ def minimize(dfa: Dfa) -> Dfa:
     """Trim, then minimize (Valmari and Lehtinen's partition refinement, see
     :mod:`leapgen.automata.minimize_kernel`); the start state becomes 0.
     Does not mutate ``dfa``."""
-    dfa = trim(dfa)
-    n = dfa.n_states
-    if n == 0:
+    if dfa.n_states == 0:
         return dfa
-    symbol_class, table = column_classes(dfa.trans)  # table: (n, k), class-level
+    symbol_class, table = column_classes(dfa.trans)
+    return minimize_table(table, dfa.accepting, dfa.start, symbol_class)
+
+
+def minimize_table(table: np.ndarray, accepting: np.ndarray, start: int, symbol_class: np.ndarray) -> Dfa:
+    """:func:`minimize` of the DFA whose transitions are ``table[:, symbol_class]``.
+
+    Trimming and minimizing work on the class-level ``table`` (int32,
+    ``(n, n_classes)``, -1 = dead); only the minimal DFA is widened to
+    ``len(symbol_class)`` columns. ``accepting``: bool ``(n,)``. Does not
+    mutate its arguments.
+    """
+    got = _trim_table(table, accepting, start)
+    if got is None:
+        return EMPTY_DFA
+    table, accepting, start = got
+    n = table.shape[0]
     src, lab = np.nonzero(table >= 0)
     dst = table[src, lab]
     blocks = minimize_blocks(n, src.astype(np.int64), lab.astype(np.int64), dst.astype(np.int64),
-                             np.ascontiguousarray(dfa.accepting))
+                             np.ascontiguousarray(accepting))
     n_blocks = int(blocks.max()) + 1
     # renumber so the start's block is 0
     perm = np.arange(n_blocks)
-    start_block = int(blocks[dfa.start])
+    start_block = int(blocks[start])
     perm[[0, start_block]] = perm[[start_block, 0]]
     blocks = perm[blocks]
     rep = np.empty(n_blocks, np.int64)
     rep[blocks[::-1]] = np.arange(n)[::-1]
     new_table = np.full((n_blocks, table.shape[1]), -1, np.int32)
     new_table[blocks[src], lab] = blocks[dst]
-    return Dfa(np.ascontiguousarray(new_table[:, symbol_class]), dfa.accepting[rep].copy(), 0)
+    return Dfa(np.ascontiguousarray(new_table[:, symbol_class]), accepting[rep].copy(), 0)
 
 
 def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_STATES) -> Dfa:
@@ -319,6 +233,8 @@ def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_S
         return EMPTY_DFA
     if b.is_empty:
         return EMPTY_DFA if not difference else a
+    if _product_kernel is not None:
+        return _product_numba(a, b, difference, max_states)
     ids = {(a.start, b.start): 0}
     pairs = [(a.start, b.start)]
     rows = []
@@ -347,3 +263,18 @@ def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_S
     else:
         accepting = np.array([a.accepting[p] and b.accepting[q] for p, q in pairs], bool)
     return minimize(Dfa(np.array(rows, np.int32), accepting, 0))
+
+
+def _product_numba(a: Dfa, b: Dfa, difference: bool, max_states: int) -> Dfa:
+    """:func:`product` by the kernel of :mod:`leapgen.automata.product_kernel`, over the symbol
+    classes of both tables."""
+    symbol_class, joint = column_classes(np.concatenate((a.trans, b.trans)))
+    deadline = current_deadline()
+    status, table, accepting = _product_kernel.product_pairs(
+        np.ascontiguousarray(joint[:a.n_states]), np.ascontiguousarray(joint[a.n_states:]), a.start, b.start,
+        a.accepting, b.accepting, difference, max_states, np.inf if deadline is None else deadline)
+    if status == _product_kernel.DEADLINE_PASSED:
+        raise deadline_error("product construction")
+    if status == _product_kernel.TOO_MANY_STATES:
+        raise CompileLimitError(f"grammar needs more than {max_states} DFA states")
+    return minimize_table(table, accepting, 0, symbol_class)

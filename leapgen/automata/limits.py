@@ -46,6 +46,28 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
+def current_deadline() -> float | None:
+    """The current deadline on :func:`time.monotonic`, or None (no limit); for
+    kernels that read the clock themselves."""
+    limit = _DEADLINE.get()
+    return None if limit is None else limit[0]
+
+
+def deadline_error(stage: str) -> CompileLimitError:
+    """The error for a passed time limit (a kernel saw it pass); call inside a
+    :func:`time_limit` block.
+
+    Parameters
+    ----------
+    stage : str
+        What was running, for the message (``"subset construction"``...).
+    """
+    limit = _DEADLINE.get()
+    seconds = "" if limit is None else f"{limit[1]:g} s "
+    return CompileLimitError(f"compiling took longer than the {seconds}limit (stopped during {stage}); "
+                             "simplify the grammar or raise GrammarCompiler(max_compile_seconds=...)")
+
+
 def check_deadline(stage: str) -> None:
     """Raise CompileLimitError if the current time limit has passed.
 
@@ -56,5 +78,4 @@ def check_deadline(stage: str) -> None:
     """
     limit = _DEADLINE.get()
     if limit is not None and time.monotonic() > limit[0]:
-        raise CompileLimitError(f"compiling took longer than the {limit[1]:g} s limit (stopped during {stage}); "
-                                "simplify the grammar or raise GrammarCompiler(max_compile_seconds=...)")
+        raise deadline_error(stage)

@@ -89,9 +89,19 @@ def minimize_blocks(n, tail, label, head, accepting):
         if accepting[q]:
             w = _mark(q, BE, BL, BS, BF, BM, BW, w)
     bz = _split(BE, BS, BF, BP, BM, BW, w, bz)
-    # partition of transitions, by label
-    order = np.argsort(label, kind="mergesort")
-    CE = order.copy()
+    # partition of transitions, by label (a stable counting sort)
+    n_labels = 0
+    for t in range(m):
+        n_labels = max(n_labels, label[t] + 1)
+    label_fill = np.zeros(n_labels + 1, np.int64)
+    for t in range(m):
+        label_fill[label[t] + 1] += 1
+    for a in range(n_labels):
+        label_fill[a + 1] += label_fill[a]
+    CE = np.empty(m, np.int64)
+    for t in range(m):
+        CE[label_fill[label[t]]] = t
+        label_fill[label[t]] += 1
     CL = np.zeros(m, np.int64)
     CS = np.zeros(m, np.int64)
     CF = np.zeros(m + 1, np.int64)

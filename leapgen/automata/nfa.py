@@ -9,6 +9,7 @@ embedded back as NFA fragments.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import numpy as np
@@ -21,44 +22,87 @@ MIN_COPIES_TO_SHARE = 4
 
 
 class Nfa:
-    """A mutable NFA under construction.
+    """A mutable NFA under construction, its edges kept in flat lists.
 
     Attributes
     ----------
-    eps : list of list of int
-        ``eps[s]``: epsilon successors of state ``s``.
-    edges : list of list of (int, int, int)
-        ``edges[s]``: ``(lo, hi, target)`` byte-range edges, bounds inclusive.
+    n_states : int
+        States so far, numbered ``0 .. n_states - 1``.
+    max_states : int
+        Limit on ``n_states``.
+    root : ir.Node or None
+        The node being compiled: never replaced by its own DFA.
     """
 
-    def __init__(self, max_states: int, compile_dfa: Callable, *, rule_ids: dict[str, int] | None = None):
-        self.eps: list[list[int]] = []
-        self.edges: list[list[tuple[int, int, int]]] = []
+    def __init__(self, max_states: int, compile_dfa: Callable | None, *, rule_ids: dict[str, int] | None = None):
+        self.n_states = 0
         self.max_states = max_states
+        self._eps: list[int] = []  # s0, t0, s1, t1, ...
+        self._edges: list[int] = []  # s0, lo0, hi0, t0, ...
+        self._edge_blocks: list[np.ndarray] = []  # int32 (m, 4) rows (s, lo, hi, t), from embed
         self._compile_dfa = compile_dfa
         self._rule_ids = rule_ids
-        self.root: ir.Node | None = None  # the node being compiled: never replaced by its own DFA
+        self.root: ir.Node | None = None
 
     def new_state(self) -> int:
-        if len(self.eps) >= self.max_states:
+        """A new state's number.
+
+        Raises
+        ------
+        CompileLimitError
+            More than ``max_states`` states.
+        """
+        n = self.n_states
+        if n >= self.max_states:
             raise CompileLimitError(f"grammar needs more than {self.max_states} NFA states")
-        self.eps.append([])
-        self.edges.append([])
-        return len(self.eps) - 1
+        self.n_states = n + 1
+        return n
+
+    def new_states(self, count: int) -> int:
+        """The first of ``count`` new consecutive states (limit as :meth:`new_state`)."""
+        first = self.n_states
+        if first + count > self.max_states:
+            raise CompileLimitError(f"grammar needs more than {self.max_states} NFA states")
+        self.n_states = first + count
+        return first
+
+    def add_eps(self, s: int, t: int) -> None:
+        """An epsilon edge ``s -> t``."""
+        self._eps += (s, t)
+
+    def add_edge(self, s: int, lo: int, hi: int, t: int) -> None:
+        """An edge ``s -> t`` on the symbols ``lo..hi`` (inclusive)."""
+        self._edges += (s, lo, hi, t)
+
+    def add_edge_block(self, rows: np.ndarray) -> None:
+        """Edges given as int32 rows ``(s, lo, hi, t)``, shape ``(m, 4)`` (not copied: do not mutate)."""
+        self._edge_blocks.append(rows)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """All edges so far.
+
+        Returns
+        -------
+        eps : numpy.ndarray
+            int32, ``(m_eps, 2)``: rows ``(s, t)``.
+        edges : numpy.ndarray
+            int32, ``(m, 4)``: rows ``(s, lo, hi, t)``.
+        """
+        eps = np.array(self._eps, np.int32).reshape(-1, 2)
+        edges = np.concatenate([np.array(self._edges, np.int32).reshape(-1, 4)] + self._edge_blocks)
+        return eps, edges
 
     def build(self, node: ir.Node) -> tuple[int, int]:
         """Add a fragment for ``node``; return its (entry, exit) states."""
         if isinstance(node, ir.Bytes):
-            s = cur = self.new_state()
-            for b in node.data:
-                nxt = self.new_state()
-                self.edges[cur].append((b, b, nxt))
-                cur = nxt
-            return s, cur
+            s = self.new_states(len(node.data) + 1)
+            for i, b in enumerate(node.data):
+                self._edges += (s + i, b, b, s + i + 1)
+            return s, s + len(node.data)
         if isinstance(node, ir.ByteSet):
             s, e = self.new_state(), self.new_state()
             for lo, hi in node.ranges:
-                self.edges[s].append((lo, hi, e))
+                self.add_edge(s, lo, hi, e)
             return s, e
         if isinstance(node, ir.CharSet):
             return self._charset(node)
@@ -66,15 +110,15 @@ class Nfa:
             s, e = self.build(node.items[0])
             for item in node.items[1:]:
                 s2, e2 = self.build(item)
-                self.eps[e].append(s2)
+                self.add_eps(e, s2)
                 e = e2
             return s, e
         if isinstance(node, ir.Alt):
             s, e = self.new_state(), self.new_state()
             for item in node.items:
                 s2, e2 = self.build(item)
-                self.eps[s].append(s2)
-                self.eps[e2].append(e)
+                self.add_eps(s, s2)
+                self.add_eps(e2, e)
             return s, e
         if isinstance(node, ir.Repeat):
             return self._repeat(node)
@@ -86,20 +130,18 @@ class Nfa:
                                    "intersection/difference)")
             s, e = self.new_state(), self.new_state()
             sym = 256 + self._rule_ids[node.name]
-            self.edges[s].append((sym, sym, e))
+            self.add_edge(s, sym, sym, e)
             return s, e
         raise TypeError(f"not an IR node: {node!r}")
 
     def _charset(self, node: ir.CharSet) -> tuple[int, int]:
-        s, e = self.new_state(), self.new_state()
-        for lo, hi in node.ranges:
-            for ranges in utf8_sequences(lo, hi):
-                cur = s
-                for i, (blo, bhi) in enumerate(ranges):
-                    nxt = e if i == len(ranges) - 1 else self.new_state()
-                    self.edges[cur].append((blo, bhi, nxt))
-                    cur = nxt
-        return s, e
+        edges, n_states = charset_fragment(node.ranges)
+        base = self.new_states(n_states)
+        block = edges.copy()
+        block[:, 0] += base
+        block[:, 3] += base
+        self.add_edge_block(block)
+        return base, base + 1
 
     def _repeat(self, node: ir.Repeat) -> tuple[int, int]:
         copies = node.lo + (1 if node.hi is None else node.hi - node.lo)
@@ -111,41 +153,97 @@ class Nfa:
         s = e = self.new_state()
         for _ in range(node.lo):
             s2, e2 = self.build(node.item)
-            self.eps[e].append(s2)
+            self.add_eps(e, s2)
             e = e2
         if node.hi is None:
             loop = self.new_state()
             s2, e2 = self.build(node.item)
-            self.eps[e].append(loop)
-            self.eps[loop].append(s2)
-            self.eps[e2].append(loop)
+            self.add_eps(e, loop)
+            self.add_eps(loop, s2)
+            self.add_eps(e2, loop)
             return s, loop
         end = self.new_state()
         for _ in range(node.hi - node.lo):
             s2, e2 = self.build(node.item)
-            self.eps[e].append(s2)
-            self.eps[e].append(end)
+            self.add_eps(e, s2)
+            self.add_eps(e, end)
             e = e2
-        self.eps[e].append(end)
+        self.add_eps(e, end)
         return s, end
 
     def embed(self, dfa) -> tuple[int, int]:
-        """Copy a byte-level :class:`~leapgen.automata.dfa.Dfa` in as a fragment."""
+        """Copy a byte-level :class:`~leapgen.automata.dfa.Dfa` in as a fragment (its
+        states become consecutive NFA states); returns (entry, exit)."""
         if dfa.n_states == 0:  # the empty language: an entry with no way to the exit
             return self.new_state(), self.new_state()
-        base = [self.new_state() for _ in range(dfa.n_states)]
-        end = self.new_state()
-        for q in range(dfa.n_states):
-            for lo, hi, t in row_ranges(dfa.trans[q, :256]):
-                self.edges[base[q]].append((lo, hi, base[t]))
-            if dfa.accepting[q]:
-                self.eps[base[q]].append(end)
-        return base[dfa.start], end
+        base = self.new_states(dfa.n_states + 1)
+        end = base + dfa.n_states
+        self.add_edge_block(table_ranges(dfa.trans[:, :256], base))
+        for q in np.flatnonzero(dfa.accepting).tolist():
+            self._eps += (base + q, end)
+        return base + dfa.start, end
 
 
-def row_ranges(row: np.ndarray) -> list[tuple[int, int, int]]:
-    """``(lo, hi, target)`` runs of equal live targets in one transition row."""
-    cuts = np.flatnonzero(np.diff(row)) + 1
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts - 1, [len(row) - 1]))
-    return [(lo, hi, int(row[lo])) for lo, hi in zip(starts.tolist(), ends.tolist()) if row[lo] >= 0]
+@functools.lru_cache(maxsize=1024)
+def charset_fragment(ranges: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, int]:
+    """The NFA fragment of a set of Unicode scalar ranges (cached: JSON string
+    characters recur in every string).
+
+    Parameters
+    ----------
+    ranges : tuple of (int, int)
+        Inclusive code point ranges.
+
+    Returns
+    -------
+    edges : numpy.ndarray
+        int32, ``(m, 4)``, read-only: rows ``(s, lo, hi, t)`` over local
+        states, 0 the entry, 1 the exit, the others inner states.
+    n_states : int
+    """
+    edges = []
+    n_states = 2
+    for lo, hi in ranges:
+        for seq in utf8_sequences(lo, hi):
+            cur = 0
+            for i, (blo, bhi) in enumerate(seq):
+                if i == len(seq) - 1:
+                    nxt = 1
+                else:
+                    nxt = n_states
+                    n_states += 1
+                edges.append((cur, blo, bhi, nxt))
+                cur = nxt
+    out = np.array(edges, np.int32).reshape(-1, 4)
+    out.flags.writeable = False
+    return out, n_states
+
+
+def table_ranges(trans: np.ndarray, base: int = 0) -> np.ndarray:
+    """Runs of equal live targets in the rows of a transition table.
+
+    Parameters
+    ----------
+    trans : numpy.ndarray
+        int32, ``(n, 256)``; -1 = dead.
+    base : int
+        Added to state numbers (sources and targets) in the result.
+
+    Returns
+    -------
+    numpy.ndarray
+        int32, ``(m, 4)``: rows ``(base + q, lo, hi, base + target)``, bytes
+        ``lo..hi`` inclusive, in row-major order.
+    """
+    n, width = trans.shape
+    change = np.ones((n, width), bool)
+    change[:, 1:] = trans[:, 1:] != trans[:, :-1]
+    q, lo = np.nonzero(change)  # run starts, row-major
+    hi = np.empty_like(lo)
+    hi[:-1] = lo[1:] - 1
+    last = np.ones(len(lo), bool)
+    last[:-1] = q[1:] != q[:-1]
+    hi[last] = width - 1
+    target = trans[q, lo]
+    live = target >= 0
+    return np.stack([q[live] + base, lo[live], hi[live], target[live] + base], axis=1).astype(np.int32)

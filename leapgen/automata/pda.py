@@ -29,13 +29,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leapgen.automata.dfa import Dfa, compile_dfa, determinize, minimize
-from leapgen.automata.nfa import Nfa, row_ranges
+from leapgen.automata.dfa import Dfa, compile_dfa, minimize
+from leapgen.automata.nfa import Nfa, table_ranges
+from leapgen.automata.subset import determinize
+from leapgen.automata.trim_kernel import useful_states
 from leapgen.errors import CompileLimitError, GrammarError
 from leapgen.grammar import ir
 
 DEFAULT_MAX_STACK_DEPTH = 4096
 CONTEXT_NFA_BUDGET = 20_000
+#: Most DFA states of a context automaton; past it the next (smaller) of CONTEXT_LEVELS is tried, so a
+#: failed level costs at most this many states of subset construction.
+CONTEXT_DFA_BUDGET = 40_000
 #: (callee inlining depth, caller return levels) of context DFAs, tried in order.
 CONTEXT_LEVELS = ((3, 2), (2, 2), (2, 1), (1, 1), (1, 0), (0, 0))
 #: Most frames a token classified *certain* by a context DFA can push above its top frame.
@@ -130,11 +135,12 @@ class Pda:
         self.accepting = [d.accepting.tolist() for d in self.dfas]
         self.calls: list[list[tuple[tuple[int, int], ...]]] = []
         for d in self.dfas:
-            per_state = []
-            for q in range(d.n_states):
-                row = d.trans[q, 256:256 + n_rules]
-                per_state.append(tuple((int(c), int(row[c])) for c in np.flatnonzero(row >= 0)))
-            self.calls.append(per_state)
+            per_state: list[list[tuple[int, int]]] = [[] for _ in range(d.n_states)]
+            block = d.trans[:, 256:256 + n_rules]
+            qs, callees = np.nonzero(block >= 0)
+            for q, callee, ret in zip(qs.tolist(), callees.tolist(), block[qs, callees].tolist()):
+                per_state[q].append((callee, ret))
+            self.calls.append([tuple(c) for c in per_state])
         # exit states: accepting, with no byte and no call edge (a frame there can only pop)
         self.is_exit = [[acc and not nb and not cl for acc, nb, cl in zip(a, h, c)]
                         for a, h, c in zip(self.accepting, self.has_bytes, self.calls)]
@@ -165,18 +171,9 @@ class Pda:
 
     @staticmethod
     def _reaches_accept(d: Dfa, call_cols: list[int]) -> bool:
-        cols = list(range(256)) + call_cols
-        seen = {d.start}
-        todo = [d.start]
-        while todo:
-            q = todo.pop()
-            if d.accepting[q]:
-                return True
-            for t in np.unique(d.trans[q, cols]).tolist():
-                if t >= 0 and t not in seen:
-                    seen.add(t)
-                    todo.append(t)
-        return False
+        """Whether ``d`` accepts some string over bytes and the call symbols ``call_cols``."""
+        cols = np.concatenate((np.arange(256), np.asarray(call_cols, np.int64)))
+        return bool(useful_states(d.trans, d.start, d.accepting, cols)[d.start])
 
     def _check_left_recursion(self) -> None:
         n = len(self.dfas)
@@ -293,41 +290,44 @@ class Pda:
                     sites[callee].add((caller, ret))
         return [sorted(s) for s in sites]
 
-    def _byte_ranges(self, rule: int) -> list:
-        """Per state of ``rule``: its byte edges as ``(lo, hi, target)`` ranges (cached)."""
+    def _byte_ranges(self, rule: int) -> np.ndarray:
+        """The byte edges of ``rule``'s DFA as int32 rows ``(q, lo, hi, target)`` (cached, read-only)."""
         cache = self.__dict__.setdefault("_ranges_cache", {})
         got = cache.get(rule)
         if got is None:
-            got = cache[rule] = [row_ranges(row) for row in self.byte_trans[rule]]
+            got = cache[rule] = table_ranges(self.byte_trans[rule])
         return got
 
     def _build_context_dfa(self, rule: int, depth: int, return_levels: int):
         nfa = Nfa(CONTEXT_NFA_BUDGET, None)
         unknown = nfa.new_state()
-        nfa.edges[unknown].append((0, 255, unknown))
+        nfa.add_edge(unknown, 0, 255, unknown)
         certain = nfa.new_state()
         sites = self._call_sites()
-        embedded: dict[tuple, list[int]] = {}
+        embedded: dict[tuple, int] = {}
         returns: dict[tuple[int, int], int] = {}
 
-        def embed(r: int, d: int, exit_target: int, sure: bool) -> list[int]:
+        def embed(r: int, d: int, exit_target: int, sure: bool) -> int:
+            """The first NFA state of a copy of rule ``r``'s DFA (its states are consecutive)."""
             key = (r, d, exit_target, sure)
             if key in embedded:
                 return embedded[key]
-            base = embedded[key] = [nfa.new_state() for _ in range(self.dfas[r].n_states)]
-            ranges = self._byte_ranges(r)
-            for q, b in enumerate(base):
-                for lo, hi, t in ranges[q]:
-                    nfa.edges[b].append((lo, hi, base[t]))
+            base = embedded[key] = nfa.new_states(self.dfas[r].n_states)
+            ranges = self._byte_ranges(r).copy()
+            ranges[:, 0] += base
+            ranges[:, 3] += base
+            nfa.add_edge_block(ranges)
+            for q in range(self.dfas[r].n_states):
+                b = base + q
                 if sure:
-                    nfa.eps[b].append(certain)
+                    nfa.add_eps(b, certain)
                 for callee, ret in self.calls[r][q]:
                     if d == 0:
-                        nfa.eps[b].append(unknown)
+                        nfa.add_eps(b, unknown)
                     else:
-                        nfa.eps[b].append(embed(callee, d - 1, base[ret], sure)[self.dfas[callee].start])
+                        nfa.add_eps(b, embed(callee, d - 1, base + ret, sure) + self.dfas[callee].start)
                 if self.accepting[r][q]:
-                    nfa.eps[b].append(exit_target)
+                    nfa.add_eps(b, exit_target)
             return base
 
         def return_to_callers(r: int, levels: int) -> int:
@@ -335,13 +335,14 @@ class Pda:
             if key not in returns:
                 node = returns[key] = nfa.new_state()
                 if levels == 0:
-                    nfa.eps[node].append(unknown)
+                    nfa.add_eps(node, unknown)
                 else:
                     for caller, ret in sites[r]:
                         base = embed(caller, max(depth - 1, 0), return_to_callers(caller, levels - 1), False)
-                        nfa.eps[node].append(base[ret])
+                        nfa.add_eps(node, base + ret)
             return returns[key]
 
         base = embed(rule, depth, return_to_callers(rule, return_levels), True)
-        trans, accepting, entry = determinize(nfa, base, certain, 4 * CONTEXT_NFA_BUDGET)
+        starts = list(range(base, base + self.dfas[rule].n_states))
+        trans, accepting, entry = determinize(nfa, starts, certain, CONTEXT_DFA_BUDGET)
         return np.ascontiguousarray(trans.reshape(-1)), accepting, entry
