@@ -119,14 +119,26 @@ def write_report(args, results: dict, grammars: list, title: str) -> None:
             print("no plot: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
 
 
-def render_saved(args) -> int:
-    """Re-render a saved run (``--from-results``)."""
-    saved = json.loads(Path(args.from_results).read_text("utf-8"))
+def load_saved(path: str) -> tuple[dict, list, str]:
+    """A run written by ``--out``: (results, grammars, title)."""
+    saved = json.loads(Path(path).read_text("utf-8"))
     grammars = [workloads.Grammar(name, group, "", "", ()) for name, group in saved["grammars"]]
     results = {b: {**res, "grammars": {int(g): r for g, r in res["grammars"].items()}}
                for b, res in saved["results"].items()}
+    return results, grammars, saved["title"]
+
+
+def render_saved(args) -> int:
+    """Re-render a saved run (``--from-results``)."""
+    results, grammars, title = load_saved(args.from_results)
     args.out = None
-    write_report(args, results, grammars, saved["title"])
+    write_report(args, results, grammars, title)
+    return 0
+
+
+def render_median(paths: list[str]) -> int:
+    """Print the median over saved runs of the headline figures (``--median-of``)."""
+    print(report.median_table([report.headline(*load_saved(p)[:2]) for p in paths]))
     return 0
 
 
@@ -150,7 +162,11 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", default=None, help="also write the tables to this file")
     p.add_argument("--from-results", default=None, help="measure nothing: render the tables (and --plot) "
                                                           "from a JSON file written by --out")
+    p.add_argument("--median-of", default=None, help="measure nothing: print the median of the headline figures "
+                                                       "over comma-separated JSON files written by --out")
     args = p.parse_args(argv)
+    if args.median_of:
+        return render_median(args.median_of.split(","))
     if args.from_results:
         return render_saved(args)
 

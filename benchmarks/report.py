@@ -163,6 +163,40 @@ def render(results: dict, grammars: list, title: str) -> str:
     return "\n".join(parts)
 
 
+HEADLINE = ("TTFM p50 ms", "TTFM p99 ms", "TBM mean µs", "TBM p99 µs", "first-visit mean µs",
+            "cached mean µs")
+
+
+def headline(results: dict, grammars: list) -> dict[str, dict[str, float]]:
+    """The issue's target figures of one run, per backend: TTFM p50/p99 (ms)
+    and TBM mean/p99, first-visit and cached mean (µs)."""
+    out = {}
+    for b in results:
+        res = results[b]["grammars"]
+        ttfm = [r["ttfm_ms"] for r in res.values() if "ttfm_ms" in r and "error" not in r]
+        st = steps(results, b, grammars)
+        us = np.array([s[3] for s in st], float) / 1e3
+        first = np.array([s[3] for s in st if s[4] == "first"], float) / 1e3
+        cached = np.array([s[3] for s in st if s[4] == "cached"], float) / 1e3
+        out[b] = dict(zip(HEADLINE, (_pct(ttfm, 50), _pct(ttfm, 99), us.mean() if len(us) else float("nan"),
+                                     _pct(us, 99), first.mean() if len(first) else float("nan"),
+                                     cached.mean() if len(cached) else float("nan"))))
+    return out
+
+
+def median_table(runs: list[dict[str, dict[str, float]]]) -> str:
+    """Markdown: each headline figure's median over runs (each run's value in brackets)."""
+    backends = [b for b in runs[0] if all(b in r for r in runs)]
+    rows = []
+    for b in backends:
+        cells = []
+        for k in HEADLINE:
+            vals = [r[b][k] for r in runs]
+            cells.append(f"**{_fmt(float(np.median(vals)))}** ({', '.join(_fmt(v) for v in vals)})")
+        rows.append([b, *cells])
+    return _table(["backend", *HEADLINE], rows)
+
+
 def failures(results: dict, grammars: list, limit: int = 8) -> str:
     """The most common compile errors per backend, as a markdown list."""
     out = []

@@ -114,12 +114,14 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     schema = None
     if args.json_schema is not None:
         try:
-            with open(args.json_schema, encoding="utf-8") as f:
+            with open(args.json_schema, encoding="utf-8-sig") as f:  # a leading BOM is tolerated
                 schema = json.load(f)
         except OSError as exc:
             return _error(f"cannot read the JSON Schema file: {exc}", EXIT_USAGE)
         except ValueError as exc:
             return _error(f"{args.json_schema} is not valid JSON: {exc}", EXIT_USAGE)
+        except RecursionError:
+            return _error(f"{args.json_schema}: the JSON nests too deeply to parse", EXIT_USAGE)
     try:
         params = SamplingParams(
             max_tokens=args.max_tokens,
@@ -173,6 +175,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return _error("--max-running and --kv-token-budget must be >= 1", EXIT_USAGE)
     if args.prefix_cache_tokens < 0:
         return _error("--prefix-cache-tokens must be >= 0", EXIT_USAGE)
+    if not 0 <= args.port <= 65535:
+        return _error(f"--port must be in [0, 65535], got {args.port}", EXIT_USAGE)
+    if args.threads is not None and args.threads < 1:
+        return _error(f"--threads must be >= 1, got {args.threads}", EXIT_USAGE)
     if args.warmup is not None and not os.path.isdir(args.warmup):
         return _error(f"--warmup: {args.warmup} is not a folder", EXIT_USAGE)
     from leapgen.backends import available_backends

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -44,6 +45,24 @@ def canonical_schema(schema: Any) -> Any:
     if isinstance(schema, list):
         return [canonical_schema(v) for v in schema]
     return schema
+
+
+def _locate_rule_error(exc: GrammarError, ebnf_text: str) -> GrammarError | None:
+    """``exc`` (raised without a place by a later pass: left recursion, a rule
+    that can never finish) again, at the ``line:column`` where the rule it
+    names is defined; None when it has a place or names no defined rule."""
+    if exc.where is not None or type(exc) is not GrammarError or not isinstance(ebnf_text, str):
+        return None
+    named = re.search(r"rule '([^']+)'", str(exc))
+    if named is None:
+        return None
+    at = re.search(r"^[ \t]*(" + re.escape(named.group(1)) + r")[ \t]*::=", ebnf_text, re.MULTILINE)
+    if at is None:
+        return None
+    pos = at.start(1)
+    line = ebnf_text.count("\n", 0, pos) + 1
+    col = pos - (ebnf_text.rfind("\n", 0, pos) + 1) + 1
+    return GrammarError(str(exc), where=f"line {line}:{col}")
 
 
 class GrammarCompiler:
@@ -223,8 +242,14 @@ class GrammarCompiler:
         """
         from leapgen.grammar.ebnf import parse_ebnf
 
-        return self._cached(("ebnf", ebnf_text, root_rule_name), "ebnf",
-                            lambda: (parse_ebnf(ebnf_text, root_rule_name=root_rule_name), ()))
+        try:
+            return self._cached(("ebnf", ebnf_text, root_rule_name), "ebnf",
+                                lambda: (parse_ebnf(ebnf_text, root_rule_name=root_rule_name), ()))
+        except GrammarError as exc:
+            located = _locate_rule_error(exc, ebnf_text)
+            if located is None:
+                raise
+            raise located from None
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Compile the grammar of any JSON value (RFC 8259), nested to any

@@ -161,7 +161,9 @@ class AsyncLLM:
         _, stream, prompt, params, chat = message
         try:
             stream.request = self.llm.add_request(prompt, params, chat=chat)
-        except ValueError as exc:
+        except Exception as exc:  # noqa: BLE001 - one bad request fails alone, never the engine thread
+            if not isinstance(exc, ValueError):
+                logger.exception("add_request failed; failing that request")
             stream.request = Request(request_id=-1, prompt="", prompt_ids=[], params=params,
                                      stop_token_ids=frozenset(), generator=None)
             stream.request.finish(FinishReason.ERROR, exc)

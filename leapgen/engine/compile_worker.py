@@ -127,9 +127,15 @@ class CompileWorker:
         CompileWorkerDied
             If the worker is gone.
         """
+        try:
+            data = pickle.dumps((method, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        except (RecursionError, pickle.PicklingError, TypeError, AttributeError):
+            # Too deep (or not picklable) to ship: the engine compiles it itself and reports its error.
+            return False
         with self._lock:
             try:
-                _send(self._proc.stdin, (method, args, kwargs))
+                self._proc.stdin.write(struct.pack("<Q", len(data)) + data)
+                self._proc.stdin.flush()
                 result = _recv(self._proc.stdout)
             except (EOFError, OSError, ValueError) as exc:
                 raise CompileWorkerDied(f"the grammar compile worker is gone ({exc})") from None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_LONE_SURROGATE = re.compile("[\\ud800-\\udfff]")
 
 
 def build_prompt_ids(tokenizer: Any, prompt: str | list[dict], *, chat: bool = True) -> list[int]:
@@ -38,6 +41,12 @@ def build_prompt_ids(tokenizer: Any, prompt: str | list[dict], *, chat: bool = T
         messages = prompt
     elif not isinstance(prompt, str):
         raise ValueError(f"a prompt must be a str, got {type(prompt).__name__}")
+    for i, text in enumerate([m["content"] for m in messages] if messages is not None else [prompt]):
+        lone = _LONE_SURROGATE.search(text)
+        if lone is not None:
+            place = f"messages[{i}].content" if messages is not None else "the prompt"
+            raise ValueError(f"{place} holds a lone UTF-16 surrogate U+{ord(lone.group()):04X} at character "
+                             f"{lone.start()}: it has no UTF-8 form and cannot be tokenized")
     if chat and getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(
             messages or [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True

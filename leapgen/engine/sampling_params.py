@@ -109,6 +109,8 @@ class SamplingParams:
             raise ValueError(f"top_k must be -1 (disabled) or >= 1, got {self.top_k}")
         if self.seed is not None:
             _check_int("seed", self.seed, minimum=0)
+            if self.seed >= 2 ** 64:
+                raise ValueError(f"seed must be < 2**64, got {self.seed}")
         if self.stop_token_ids is not None:
             if isinstance(self.stop_token_ids, (str, bytes)) or not hasattr(self.stop_token_ids, "__iter__"):
                 raise ValueError(f"stop_token_ids must be a sequence of ints, got {self.stop_token_ids!r}")
@@ -132,6 +134,10 @@ class SamplingParams:
         stop = (self.stop,) if isinstance(self.stop, str) else self.stop
         if not isinstance(stop, (tuple, list)) or not all(isinstance(x, str) and x for x in stop):
             raise ValueError(f"stop must be a sequence of non-empty str, got {self.stop!r}")
+        for x in stop:
+            if any("\ud800" <= ch <= "\udfff" for ch in x):
+                raise ValueError(f"stop string {x!r} holds a lone UTF-16 surrogate: generated text can never "
+                                 "contain it")
         object.__setattr__(self, "stop", tuple(stop))
         if not isinstance(self.jump_forward, bool):
             raise ValueError(f"jump_forward must be a bool, got {self.jump_forward!r}")

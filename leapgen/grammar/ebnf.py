@@ -23,6 +23,8 @@ what was expected there.
 
 from __future__ import annotations
 
+import re
+
 from leapgen.errors import GrammarError
 from leapgen.grammar import ir
 
@@ -56,7 +58,17 @@ def parse_ebnf(text: str, *, root_rule_name: str = "root") -> ir.Grammar:
     """
     if not isinstance(text, str):
         raise GrammarError(f"EBNF grammar must be a str, got {type(text).__name__}")
+    if not isinstance(root_rule_name, str):
+        raise GrammarError(f"root_rule_name must be a str, got {type(root_rule_name).__name__}")
+    lone = _LONE_SURROGATE.search(text)
+    if lone is not None:
+        # Half of a UTF-16 pair, or a byte that was not UTF-8 decoded with errors="surrogateescape".
+        raise GrammarError(f"lone surrogate U+{ord(lone.group()):04X} has no UTF-8 form (pass the character "
+                           "itself, not half of a UTF-16 pair)", where=_Parser(text).where(lone.start()))
     return _Parser(text).parse(root_rule_name)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Parser:

@@ -190,18 +190,25 @@ ANY_CHAR = CharSet(((0, MAX_UNICODE),))
 def seq(*items: Node) -> Node:
     """Concatenation, flattened; adjacent literals are merged."""
     flat: list[Node] = []
+    run: list[bytes] = []  # adjacent literal bytes, joined once (not copied per piece: linear, not quadratic)
     for it in items:
         parts = it.items if isinstance(it, Seq) else (it,)
         for p in parts:
             if p == NOTHING:
                 return NOTHING
             if isinstance(p, Bytes):
-                if not p.data:
-                    continue
-                if flat and isinstance(flat[-1], Bytes):
-                    flat[-1] = Bytes(flat[-1].data + p.data)
-                    continue
+                run.append(p.data)
+                continue
+            if run:
+                data = b"".join(run)
+                run.clear()
+                if data:
+                    flat.append(Bytes(data))
             flat.append(p)
+    if run:
+        data = b"".join(run)
+        if data:
+            flat.append(Bytes(data))
     if not flat:
         return EMPTY
     if len(flat) == 1:

@@ -333,6 +333,10 @@ def rewrite(c, schema: dict, ptr: str) -> dict:
     there is nothing to rewrite)."""
     if not any(k in schema for k in LOGIC_KEYWORDS):
         return schema
+    for key in ("if", "then", "else"):  # checked here: the rewrite below would report a pointer into itself
+        if key in schema and not isinstance(schema[key], (dict, bool)):
+            raise SchemaError(f"{key} must be a schema (an object or a boolean), got {type(schema[key]).__name__}",
+                              pointer=join_pointer(ptr, key))
     extra = []
     if "not" in schema:
         extra.append(negate(c, schema["not"], join_pointer(ptr, "not")))
@@ -371,6 +375,9 @@ def rewrite(c, schema: dict, ptr: str) -> dict:
                 then = {"required": need} if need else True
             elif key == "dependentRequired":
                 raise SchemaError("dependentRequired values must be arrays of names", pointer=dptr)
+            elif not isinstance(dep, (dict, bool)):
+                what = "schemas (objects or booleans)" + (" or arrays of names" if key == "dependencies" else "")
+                raise SchemaError(f"{key} values must be {what}, got {type(dep).__name__}", pointer=dptr)
             else:
                 then = dep
             if then is True:

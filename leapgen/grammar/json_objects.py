@@ -69,7 +69,12 @@ def compile_object(c, schema: dict, ptr: str, depth: int) -> Node:
         extra = False if (c.strict and (props or patterns)) else True
     lo = count_arg(schema, "minProperties", ptr) or 0
     hi = count_arg(schema, "maxProperties", ptr)
+    if hi is not None and lo > hi:
+        return ir.NOTHING  # minProperties > maxProperties: no object fits
     pats = [_Pattern(c, p, s, join_pointer(ptr, "patternProperties", p)) for p, s in patterns.items()]
+    if not isinstance(schema.get("propertyNames", True), (dict, bool)):
+        raise SchemaError(f"propertyNames must be a schema (an object or a boolean), got "
+                          f"{type(schema['propertyNames']).__name__}", pointer=join_pointer(ptr, "propertyNames"))
     names = _Names(c, schema.get("propertyNames", True), join_pointer(ptr, "propertyNames"), depth)
 
     listed: dict[str, tuple] = {}

@@ -132,6 +132,7 @@ No whitespace is allowed before or after the whole JSON text.
 from __future__ import annotations
 
 import json
+import re
 
 from leapgen.errors import SchemaError
 
@@ -176,6 +177,29 @@ branches; beyond it the schema is compiled again with ``oneOf`` as ``anyOf``."""
 RULE_MIN_SIZE = 300
 """Array items and property values at least this large (IR nodes, tree
 expanded) become rule candidates (:meth:`_Compiler.rule`)."""
+
+
+def _refuse_lone_surrogates(schema: object) -> None:
+    """Raise SchemaError at the JSON pointer of the first string (a key or a
+    value) holding a lone UTF-16 surrogate (JSON text may spell one as
+    ``"\\ud800"``): it has no UTF-8 form, so no generated text can hold it."""
+    todo = [(schema, "")]
+    while todo:
+        node, ptr = todo.pop()
+        if isinstance(node, str):
+            if _LONE_SURROGATE.search(node):
+                raise SchemaError("a string holds a lone UTF-16 surrogate, which has no UTF-8 form", pointer=ptr)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(k, str) and _LONE_SURROGATE.search(k):
+                    raise SchemaError(f"the name {k!r} holds a lone UTF-16 surrogate, which has no UTF-8 form",
+                                      pointer=join_pointer(ptr, k.encode("utf-8", "backslashreplace").decode()))
+                todo.append((v, join_pointer(ptr, k)))
+        elif isinstance(node, list):
+            todo.extend((v, join_pointer(ptr, i)) for i, v in enumerate(node))
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separators=None,
@@ -233,6 +257,9 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
             schema = json.loads(schema)
         except ValueError as exc:
             raise SchemaError(f"the schema is not valid JSON: {exc}", pointer="") from exc
+        except RecursionError:
+            raise SchemaError("the schema's JSON nests too deeply to parse", pointer="") from None
+    _refuse_lone_surrogates(schema)
     ignored = any_whitespace and (indent is not None or separators is not None)
     try:
         try:

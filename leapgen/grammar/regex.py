@@ -38,6 +38,7 @@ anchors elsewhere than at the ends, possessive quantifiers.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from leapgen.errors import RegexError
@@ -90,6 +91,9 @@ class _Quant:
     hi: int | None
 
 
+_LONE_SURROGATE = re.compile('[\ud800-\udfff]')
+
+
 def parse_regex(pattern: str, *, search: bool = False) -> ir.Node:
     """Parse an ECMAScript regex into grammar IR.
 
@@ -117,6 +121,10 @@ def parse_regex(pattern: str, *, search: bool = False) -> ir.Node:
     """
     if not isinstance(pattern, str):
         raise RegexError(f"pattern must be a str, got {type(pattern).__name__}", pattern=str(pattern), offset=0)
+    lone = _LONE_SURROGATE.search(pattern)
+    if lone is not None:
+        raise RegexError(f"lone surrogate U+{ord(lone.group()):04X} has no UTF-8 form (pass the character itself, "
+                         "not half of a UTF-16 pair)", pattern=pattern, offset=lone.start())
     tree = _Parser(pattern).parse()
     return _Lowerer(pattern, search).lower_top(tree)
 
@@ -436,13 +444,16 @@ class _Lowerer:
         tail = ir.EMPTY if anchored_end else free
         # Right to left, so a lookahead constrains everything after it.
         rest = tail
+        pending: list[ir.Node] = []  # lowered terms after the last lookahead, in reverse; one seq for a run
         for t in reversed(terms):
             if isinstance(t, _Look):
+                if pending:
+                    rest, pending = ir.seq(*reversed(pending), rest), []
                 look = ir.seq(self.lower_top(t.body), ir.star(ir.ANY_CHAR))
                 rest = ir.diff(rest, look) if t.negative else ir.intersect(look, rest)
             else:
-                rest = ir.seq(self.lower(t), rest)
-        return ir.seq(ir.EMPTY if anchored_start else free, rest)
+                pending.append(self.lower(t))
+        return ir.seq(ir.EMPTY if anchored_start else free, *reversed(pending), rest)
 
     def flatten_spanning_groups(self, terms: list) -> list:
         """``(^a$)`` or ``^(a)$``-style groups spanning a whole alternative are

@@ -15,6 +15,9 @@ import numpy as np
 from leapgen.compiler.compiled import CompiledGrammar
 
 
+_INT32 = np.dtype(np.int32)
+
+
 def _bitmask_array(bitmask) -> np.ndarray | None:
     """A writable numpy view of a CPU bitmask (numpy array or torch tensor), or None."""
     if isinstance(bitmask, np.ndarray):
@@ -58,6 +61,8 @@ class GrammarMatcher:
 
     def __init__(self, compiled_grammar: CompiledGrammar, *, stop_token_ids: Iterable[int] | None = None,
                  max_rollback_tokens: int = -1):
+        if not isinstance(compiled_grammar, CompiledGrammar):
+            raise TypeError(f"GrammarMatcher needs a CompiledGrammar, got {type(compiled_grammar).__name__}")
         self.compiled_grammar = compiled_grammar
         info = compiled_grammar.tokenizer_info
         self._vocab_size = info.vocab_size
@@ -145,6 +150,7 @@ class GrammarMatcher:
                 row = self._with_stop(row, self.compiled_grammar.is_accepting(self._state))
                 need_apply = True
         arr = _bitmask_array(bitmask)
+        self._check_bitmask(bitmask if arr is None else arr, index, row.shape[0])
         if arr is not None:
             arr[index, :] = row
         else:
@@ -152,6 +158,26 @@ class GrammarMatcher:
 
             bitmask[index].copy_(torch.from_numpy(np.array(row)), non_blocking=True)
         return need_apply
+
+    @staticmethod
+    def _check_bitmask(bitmask, index, words: int) -> None:
+        """Refuse a bitmask a row cannot be written into as it would be read
+        (xgrammar's contract: int32, 2-D, ``ceil(vocab_size / 32)`` words a
+        row). Cheap on the hot path: a numpy view is checked by attribute."""
+        if type(index) is not int and (isinstance(index, bool) or not isinstance(index, np.integer)):
+            raise TypeError(f"index must be an int, got {type(index).__name__}")
+        if isinstance(bitmask, np.ndarray):
+            if bitmask.dtype != _INT32:
+                raise TypeError(f"bitmask must be an int32 numpy array or torch tensor, got {bitmask.dtype}")
+        else:
+            dtype = str(getattr(bitmask, "dtype", type(bitmask).__name__))
+            if not hasattr(bitmask, "shape") or dtype != "torch.int32":
+                raise TypeError(f"bitmask must be an int32 numpy array or torch tensor, got {dtype}")
+        shape = bitmask.shape
+        if len(shape) != 2 or shape[1] != words:
+            raise ValueError(f"bitmask must have shape (batch, {words}) for this vocabulary, got {tuple(shape)}")
+        if not 0 <= index < shape[0]:
+            raise IndexError(f"bitmask row {index} outside [0, {shape[0]})")
 
     def _with_stop(self, row: np.ndarray, allow: bool) -> np.ndarray:
         """A copy of ``row`` with this matcher's stop tokens (not the vocabulary's) allowed iff ``allow``."""
@@ -202,6 +228,8 @@ class GrammarMatcher:
         ValueError
             ``token_id`` outside ``[0, vocab_size)``.
         """
+        if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
+            raise TypeError(f"token id must be an int, got {type(token_id).__name__}")
         if not 0 <= token_id < self._vocab_size:
             raise ValueError(f"token id {token_id} outside [0, {self._vocab_size})")
         if self._terminated:
@@ -226,6 +254,8 @@ class GrammarMatcher:
         Returns True if accepted; False leaves the matcher unchanged. A string
         may end inside a UTF-8 character only when given as ``bytes``.
         """
+        if not isinstance(text, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"accept_string takes a str or bytes, got {type(text).__name__}")
         if self._terminated:
             return False
         try:
@@ -246,6 +276,8 @@ class GrammarMatcher:
         ValueError
             ``num_tokens`` is negative or more than the history holds.
         """
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, (int, np.integer)):
+            raise TypeError(f"num_tokens must be an int, got {type(num_tokens).__name__}")
         if num_tokens < 0 or num_tokens > len(self._history):
             raise ValueError(f"cannot roll back {num_tokens} tokens; {len(self._history)} in history")
         if num_tokens == 0:

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from leapgen.engine.async_llm import AsyncLLM
 from leapgen.server.protocol import ChatCompletionRequest, CompletionRequest, error_body, now
@@ -47,21 +48,43 @@ def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tok
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-        return JSONResponse(error_body(f"invalid request: {first.get('msg', exc)} (at {param})", param=param),
-                            status_code=400)
+        message, param = _validation_message(exc.errors())
+        return JSONResponse(error_body(message, param=param), status_code=400)
 
     @app.exception_handler(ValueError)
     async def _bad_value(_: Request, exc: ValueError) -> JSONResponse:
         return JSONResponse(error_body(str(exc)), status_code=400)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Starlette's own refusals (an undecodable body, an unknown route, a wrong method): OpenAI-shaped too.
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        type_ = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return JSONResponse(error_body(detail, type_=type_), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _internal(_: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error in a request handler")
+        return JSONResponse(error_body(f"internal server error ({type(exc).__name__})", type_="server_error"),
+                            status_code=500)
+
+    def _check_model(requested: str) -> JSONResponse | None:
+        if requested in (model_name, "default"):
+            return None
+        return JSONResponse(error_body(f"the model {requested!r} does not exist; this server serves {model_name!r}",
+                                       param="model", code="model_not_found"), status_code=404)
+
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatCompletionRequest, http: Request) -> Any:
+        if (refusal := _check_model(body.model)) is not None:
+            return refusal
         return await create_chat_completion(body, http, engine, model_name, default_max_tokens)
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, http: Request) -> Any:
+        if (refusal := _check_model(body.model)) is not None:
+            return refusal
         return await create_completion(body, http, engine, model_name, default_max_tokens)
 
     @app.get("/v1/models")
@@ -78,6 +101,27 @@ def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tok
         return PlainTextResponse(render_metrics(engine.describe()), media_type="text/plain; version=0.0.4")
 
     return app
+
+
+#: The tags pydantic puts in an error's ``loc`` for the branch of a union (``dict[any,any]``, ``bool``...).
+_UNION_TAGS = ("str", "int", "float", "bool", "none", "list", "dict", "function-after", "function-before")
+
+
+def _validation_message(errors: list) -> tuple[str, str | None]:
+    """(message, param) of a request body that failed validation: the first
+    error, its field as a dotted path (union branch tags dropped)."""
+    if not errors:
+        return "invalid request body", None
+    first = errors[0]
+    loc = list(first.get("loc", ()))[1:]  # drop "body"
+    if first.get("type") == "json_invalid":
+        pos = loc[0] if loc else "?"
+        reason = (first.get("ctx") or {}).get("error", "JSON decode error")
+        return f"the request body is not valid JSON: {reason} at character {pos}", None
+    loc = [p for p in loc if not (isinstance(p, str) and (p.split("[")[0] in _UNION_TAGS or "[" in p))]
+    param = ".".join(str(p) for p in loc) or None
+    msg = first.get("msg", "invalid value")
+    return f"invalid request: {msg} (at {param or 'the body'})", param
 
 
 def render_metrics(snapshot: dict) -> str:

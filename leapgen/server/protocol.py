@@ -55,7 +55,7 @@ class _SamplingRequest(BaseModel):
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: int = -1
-    seed: int | None = Field(default=None, ge=0)
+    seed: int | None = Field(default=None, ge=0, lt=2 ** 64)
     n: int = Field(default=1, ge=1, le=1)
     stop: str | list[str] | None = None
     stream: bool = False
@@ -103,7 +103,7 @@ class _SamplingRequest(BaseModel):
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    role: str
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any, AsyncIterator
 
 from fastapi import Request as HttpRequest
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from leapgen.engine.async_llm import AsyncLLM, RequestStream, StreamEvent
 from leapgen.server.protocol import error_body, finish_reason_of, usage_of
@@ -82,22 +83,31 @@ async def serve_completion(http: HttpRequest, engine: AsyncLLM, prompt: Any, par
             if event.output.finish_reason == "error":
                 return error_response(event.output, grammar_field)
             return JSONResponse(renderer.full(event.output))
-    except (ClientGone, asyncio.CancelledError):
+    except ClientGone:
+        handle.cancel()  # frees the KV; nobody is left to read an answer
+        return Response(status_code=499)
+    except asyncio.CancelledError:
         handle.cancel()
         raise
     return StreamingResponse(_sse(handle, first, renderer, include_usage), media_type="text/event-stream")
 
 
 async def _next_event(handle: RequestStream, http: HttpRequest) -> StreamEvent:
-    """The next event, polling the client connection while waiting."""
+    """The next event, checking the client connection at most every
+    ``DISCONNECT_POLL_S`` seconds, also while events keep arriving (a
+    non-streamed request gets a delta every decode step: checking only when
+    none came in time never noticed a client that left mid-generation)."""
     task = asyncio.ensure_future(handle.get())
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            now = time.monotonic()
+            if now - getattr(handle, "disconnect_checked_at", 0.0) >= DISCONNECT_POLL_S:
+                handle.disconnect_checked_at = now
+                if await http.is_disconnected():
+                    raise ClientGone()
             if done:
                 return task.result()
-            if await http.is_disconnected():
-                raise ClientGone()
     finally:
         if not task.done():
             task.cancel()
