@@ -85,6 +85,8 @@ class CompileWorker:
         The disk-cache folder the engine's compiler also reads.
     niceness : int, default 10
         Added to the worker's ``nice`` value.
+    max_compile_seconds : float or None
+        The worker compiler's time limit (see :class:`~leapgen.GrammarCompiler`).
 
     Notes
     -----
@@ -93,14 +95,16 @@ class CompileWorker:
     time, as the grammar manager's single compile thread makes them).
     """
 
-    def __init__(self, tokenizer_info: Any, cache_dir: str, niceness: int = 10):
+    def __init__(self, tokenizer_info: Any, cache_dir: str, niceness: int = 10,
+                 max_compile_seconds: float | None = None):
         with open(Path(cache_dir) / _INFO_FILE, "wb") as f:
             pickle.dump(tokenizer_info, f, protocol=pickle.HIGHEST_PROTOCOL)
         env = dict(os.environ)
         package_root = str(Path(leapgen.errors.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        self._proc = subprocess.Popen([sys.executable, "-m", "leapgen.engine.compile_worker", cache_dir,
-                                       str(niceness)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        argv = [sys.executable, "-m", "leapgen.engine.compile_worker", cache_dir, str(niceness),
+                str(max_compile_seconds or 0)]
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._lock = threading.Lock()
 
     def compile(self, method: str, args: tuple, kwargs: dict) -> bool:
@@ -152,7 +156,7 @@ class CompileWorker:
             self._proc.kill()
 
 
-def _serve(cache_dir: str, niceness: int) -> None:
+def _serve(cache_dir: str, niceness: int, max_compile_seconds: float) -> None:
     """The worker's loop: read ``(method, args, kwargs)``, compile, answer
     ``("ok", is_regular)`` or ``("error", class name, args, attributes)``
     (an unexpected exception answers ``("ok", False)``: the engine then
@@ -165,7 +169,8 @@ def _serve(cache_dir: str, niceness: int) -> None:
     from leapgen import GrammarCompiler
 
     with open(Path(cache_dir) / _INFO_FILE, "rb") as f:
-        compiler = GrammarCompiler(pickle.load(f), cache_dir=cache_dir)
+        compiler = GrammarCompiler(pickle.load(f), cache_dir=cache_dir,
+                                   max_compile_seconds=max_compile_seconds or None)
     while True:
         try:
             method, args, kwargs = _recv(requests)
@@ -182,4 +187,4 @@ def _serve(cache_dir: str, niceness: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]))
+    _serve(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]))

@@ -35,6 +35,8 @@ from leapgen.engine.sampling_params import DEFAULT_JSON_SEPARATORS, SamplingPara
 from leapgen.errors import GrammarError, SchemaError
 
 _MAX_SEEN = 256
+#: Compile time limit of a served grammar (seconds): past it the request fails alone with a CompileLimitError.
+SERVE_COMPILE_SECONDS = 30.0
 logger = logging.getLogger("leapgen.engine")
 
 
@@ -104,11 +106,12 @@ class GrammarManager:
                 import weakref
 
                 cache_dir = tempfile.mkdtemp(prefix="leapgen-grammars-")
-                self._compiler = GrammarCompiler(self.tokenizer_info, cache_dir=cache_dir)
-                self._worker = CompileWorker(self.tokenizer_info, cache_dir)
+                self._compiler = GrammarCompiler(self.tokenizer_info, cache_dir=cache_dir,
+                                                 max_compile_seconds=SERVE_COMPILE_SECONDS)
+                self._worker = CompileWorker(self.tokenizer_info, cache_dir, max_compile_seconds=SERVE_COMPILE_SECONDS)
                 weakref.finalize(self, _close_worker, self._worker, cache_dir, shutil.rmtree)
             elif self.backend_name == "leapgen":
-                self._compiler = GrammarCompiler(self.tokenizer_info)
+                self._compiler = GrammarCompiler(self.tokenizer_info, max_compile_seconds=SERVE_COMPILE_SECONDS)
             else:
                 from leapgen.backends import get_backend
 
