@@ -114,7 +114,10 @@ class ContextFreeGrammar(CompiledGrammar):
         # A token certain from its top frame may still push up to CONTEXT_INLINE_DEPTH frames; near
         # max_stack_depth those pushes are cut, so there its certain tokens are checked like uncertain ones.
         deep = self.pda.max_stack_depth - CONTEXT_INLINE_DEPTH
-        tops = {(s.rule, s.state, s.depth > deep) for s in state}
+        # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:
+        # a frame that can only return (say, after "}") would see its callers only through the context
+        # DFA's over-approximation, and an epsilon path into its "unknown" state makes every token uncertain.
+        tops = {(s.rule, s.state, s.depth > deep) for s in self.expansion(state).frames}
         for rule, q, near_limit in tops:
             a, b = self.frame_tokens(rule, q)
             if near_limit:
