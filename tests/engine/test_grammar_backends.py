@@ -11,20 +11,10 @@ import pytest
 from leapgen.backends import available_backends
 from leapgen.engine import FinishReason, SamplingParams
 from leapgen.errors import GrammarError
+from tests.engine.person import PERSON_PROMPT, PERSON_SCHEMA
 
 pytestmark = pytest.mark.model
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 20},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "city": {"enum": ["Paris", "London", "Berlin"]},
-    },
-    "required": ["name", "age", "city"],
-    "additionalProperties": False,
-}
-PROMPT = "Marie is 34 and lives in Paris. Describe her as JSON."
 PEERS = [b for b in ("xgrammar", "llguidance", "outlines-core") if b in available_backends()]
 
 
@@ -37,10 +27,10 @@ def peer_llm(request, loaded_model):
 
 def test_a_constrained_request_is_schema_valid(peer_llm):
     jsonschema = pytest.importorskip("jsonschema")
-    params = SamplingParams(json_schema=SCHEMA, json_separators=(",", ":"), max_tokens=60)
-    out = peer_llm.generate(PROMPT, params)[0]
+    params = SamplingParams(json_schema=PERSON_SCHEMA, json_separators=(",", ":"), max_tokens=60)
+    out = peer_llm.generate(PERSON_PROMPT, params)[0]
     assert out.finish_reason in (FinishReason.STOP, FinishReason.GRAMMAR), out.error
-    jsonschema.validate(json.loads(out.text), SCHEMA)
+    jsonschema.validate(json.loads(out.text), PERSON_SCHEMA)
     if peer_llm.grammar.backend_name == "outlines-core":
         assert out.jump_forward_tokens == 0  # no jump-forward strings
     else:
@@ -48,7 +38,7 @@ def test_a_constrained_request_is_schema_valid(peer_llm):
 
 
 def test_a_layout_the_peer_lacks_fails_that_request(peer_llm):
-    out = peer_llm.generate(PROMPT, SamplingParams(json_schema=SCHEMA, json_indent=2, max_tokens=8))[0]
+    out = peer_llm.generate(PERSON_PROMPT, SamplingParams(json_schema=PERSON_SCHEMA, json_indent=2, max_tokens=8))[0]
     assert out.finish_reason == FinishReason.ERROR and "indented" in out.error
 
 

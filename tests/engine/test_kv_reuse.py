@@ -12,22 +12,12 @@ from leapgen.engine.jump_forward import common_prefix_length
 from leapgen.engine.model_runner import ModelRunner
 from leapgen.engine.prompt import build_prompt_ids
 from leapgen.engine.request import Request
+from tests.engine.person import PERSON_PROMPT, PERSON_SCHEMA
 
 pytestmark = pytest.mark.model
 
 ATOL = 1e-4
 
-PERSON_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 20},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "city": {"enum": ["Paris", "London", "Berlin"]},
-    },
-    "required": ["name", "age", "city"],
-    "additionalProperties": False,
-}
-PERSON_PROMPT = "Marie is 34 and lives in Paris. Describe her as JSON."
 
 
 def _from_scratch(runner: ModelRunner, ids: list[int]) -> torch.Tensor:

@@ -9,20 +9,10 @@ import re
 import pytest
 
 from leapgen.engine import FinishReason, SamplingParams
+from tests.engine.person import PERSON_PROMPT, PERSON_SCHEMA
 
 pytestmark = pytest.mark.model
 
-PERSON_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 20},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "city": {"enum": ["Paris", "London", "Berlin"]},
-    },
-    "required": ["name", "age", "city"],
-    "additionalProperties": False,
-}
-PERSON_PROMPT = "Marie is 34 and lives in Paris. Describe her as JSON."
 
 
 def test_unconstrained_greedy_chat(llm):
