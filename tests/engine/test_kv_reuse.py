@@ -19,7 +19,6 @@ pytestmark = pytest.mark.model
 ATOL = 1e-4
 
 
-
 def _from_scratch(runner: ModelRunner, ids: list[int]) -> torch.Tensor:
     return runner.forward(runner.new_cache(), ids)
 

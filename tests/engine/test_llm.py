@@ -14,7 +14,6 @@ from tests.engine.person import PERSON_PROMPT, PERSON_SCHEMA
 pytestmark = pytest.mark.model
 
 
-
 def test_unconstrained_greedy_chat(llm):
     a, b = llm.generate(["What is the capital of France?"] * 2, SamplingParams(max_tokens=20))
     assert "Paris" in a.text
