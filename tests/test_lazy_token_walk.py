@@ -17,17 +17,10 @@ import pytest
 from leapgen import GrammarMatcher
 from leapgen.compiler.token_index import TokenIndex
 from leapgen.grammar.builtin import JSON_GBNF
+from tests.cfg.small_grammars import ARITH_GBNF
 
 pytest.importorskip("numba")
 
-ARITH_GBNF = r"""
-root   ::= expr
-expr   ::= term ( ws [-+] ws term )*
-term   ::= factor ( ws [*/] ws factor )*
-factor ::= number | "(" ws expr ws ")" | "-" factor
-number ::= [0-9]+ ( "." [0-9]+ )?
-ws     ::= " "?
-"""
 PREFIXES = {JSON_GBNF: [b"", b'{"a": [1, {"b": "x', b"[[[", b'{"k": tr'],
             ARITH_GBNF: [b"", b"((1 + ", b"-(2.5", b"(3)"]}
 

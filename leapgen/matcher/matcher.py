@@ -18,6 +18,12 @@ from leapgen.compiler.compiled import CompiledGrammar
 _INT32 = np.dtype(np.int32)
 
 
+def _require_int(value, what: str) -> None:
+    """Raise TypeError unless ``value`` is an int or numpy integer (not a bool)."""
+    if type(value) is not int and (isinstance(value, bool) or not isinstance(value, np.integer)):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+
+
 def _bitmask_array(bitmask) -> np.ndarray | None:
     """A writable numpy view of a CPU bitmask (numpy array or torch tensor), or None."""
     if isinstance(bitmask, np.ndarray):
@@ -136,12 +142,23 @@ class GrammarMatcher:
             need_apply: False when every token is allowed (the engine may skip
             applying the mask).
 
+        Raises
+        ------
+        TypeError
+            ``bitmask`` is not int32, or ``index`` is not an int.
+        ValueError
+            ``bitmask`` is not ``(batch, ceil(vocab_size / 32))``.
+        IndexError
+            ``index`` outside ``[0, batch)``.
+
         Notes
         -----
         Mutates ``bitmask[index]`` only; the matcher's state is unchanged.
         After termination nothing is allowed (an all-zero row): the request
         is over and the engine must stop.
         """
+        arr = _bitmask_array(bitmask)
+        self._check_bitmask(bitmask if arr is None else arr, index, self.compiled_grammar.token_index.bitmask_words)
         if self._terminated:
             row, need_apply = self.compiled_grammar.token_index.empty_words().view(np.int32), True
         else:
@@ -149,8 +166,6 @@ class GrammarMatcher:
             if self._custom_stop is not None:
                 row = self._with_stop(row, self.compiled_grammar.is_accepting(self._state))
                 need_apply = True
-        arr = _bitmask_array(bitmask)
-        self._check_bitmask(bitmask if arr is None else arr, index, row.shape[0])
         if arr is not None:
             arr[index, :] = row
         else:
@@ -164,8 +179,7 @@ class GrammarMatcher:
         """Refuse a bitmask a row cannot be written into as it would be read
         (xgrammar's contract: int32, 2-D, ``ceil(vocab_size / 32)`` words a
         row). Cheap on the hot path: a numpy view is checked by attribute."""
-        if type(index) is not int and (isinstance(index, bool) or not isinstance(index, np.integer)):
-            raise TypeError(f"index must be an int, got {type(index).__name__}")
+        _require_int(index, "index")
         if isinstance(bitmask, np.ndarray):
             if bitmask.dtype != _INT32:
                 raise TypeError(f"bitmask must be an int32 numpy array or torch tensor, got {bitmask.dtype}")
@@ -225,11 +239,12 @@ class GrammarMatcher:
 
         Raises
         ------
+        TypeError
+            ``token_id`` is not an int.
         ValueError
             ``token_id`` outside ``[0, vocab_size)``.
         """
-        if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
-            raise TypeError(f"token id must be an int, got {type(token_id).__name__}")
+        _require_int(token_id, "token id")
         if not 0 <= token_id < self._vocab_size:
             raise ValueError(f"token id {token_id} outside [0, {self._vocab_size})")
         if self._terminated:
@@ -253,6 +268,11 @@ class GrammarMatcher:
 
         Returns True if accepted; False leaves the matcher unchanged. A string
         may end inside a UTF-8 character only when given as ``bytes``.
+
+        Raises
+        ------
+        TypeError
+            ``text`` is neither ``str`` nor bytes-like.
         """
         if not isinstance(text, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"accept_string takes a str or bytes, got {type(text).__name__}")
@@ -273,11 +293,12 @@ class GrammarMatcher:
 
         Raises
         ------
+        TypeError
+            ``num_tokens`` is not an int.
         ValueError
             ``num_tokens`` is negative or more than the history holds.
         """
-        if isinstance(num_tokens, bool) or not isinstance(num_tokens, (int, np.integer)):
-            raise TypeError(f"num_tokens must be an int, got {type(num_tokens).__name__}")
+        _require_int(num_tokens, "num_tokens")
         if num_tokens < 0 or num_tokens > len(self._history):
             raise ValueError(f"cannot roll back {num_tokens} tokens; {len(self._history)} in history")
         if num_tokens == 0:

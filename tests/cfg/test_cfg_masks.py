@@ -32,16 +32,8 @@ from hypothesis import strategies as st
 
 from leapgen import GrammarCompiler, GrammarMatcher
 from leapgen.grammar.builtin import JSON_GBNF
+from tests.cfg.small_grammars import ARITH_GBNF
 
-# Nested arithmetic: recursion through parentheses and unary minus.
-ARITH_GBNF = r"""
-root   ::= expr
-expr   ::= term ( ws [-+] ws term )*
-term   ::= factor ( ws [*/] ws factor )*
-factor ::= number | "(" ws expr ws ")" | "-" factor
-number ::= [0-9]+ ( "." [0-9]+ )?
-ws     ::= " "?
-"""
 
 # A recursive tree: s-expressions whose atoms may hold non-ASCII characters.
 TREE_GBNF = r"""

@@ -38,6 +38,7 @@ import pytest
 
 from leapgen import GrammarCompiler, GrammarMatcher
 from leapgen.grammar.builtin import JSON_GBNF
+from tests.cfg.small_grammars import ARITH_GBNF
 
 xgr = pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
 
@@ -46,14 +47,6 @@ GRAMMAR_FILES = Path(__file__).resolve().parents[1] / "grammars"
 OUTLINES_SAMPLES = (Path(__file__).resolve().parents[3] / "shared" / "corpora" / "outlines" / "pr587" / "tests"
                     / "benchmark" / "cfg_samples")
 
-ARITH_GBNF = r"""
-root   ::= expr
-expr   ::= term ( ws [-+] ws term )*
-term   ::= factor ( ws [*/] ws factor )*
-factor ::= number | "(" ws expr ws ")" | "-" factor
-number ::= [0-9]+ ( "." [0-9]+ )?
-ws     ::= " "?
-"""
 
 # A recursive JSON-shaped tree with fixed keys: most of the text is forced.
 TREE_GBNF = r"""
