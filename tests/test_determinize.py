@@ -190,36 +190,3 @@ def test_live_dead_end_is_not_dead():
     d = minimize(Dfa(trans, acc, starts[0]))
     assert d.matches(b"b") and not d.matches(b"a")
     assert np.all(d.trans[:, 97] < 0)
-
-
-
-@pytest.mark.parametrize("source", [
-    # "bz" from item's start leaves item, finishes root and ends in a state with no way on: live, not dead
-    'root ::= "a" item "z"\nitem ::= "b" | "(" item ")"',
-    'root ::= "(" root ")" root | "x" | "[" item ("," item)* "]"\nitem ::= root | [a-z]+',
-])
-def test_context_automata_match_reference(monkeypatch, source):
-    """The context automata of a CFG (many starts; live dead ends where a token
-    leaves the root rule) move like the reference construction's."""
-    from leapgen.automata import pda as pda_module
-    from leapgen.grammar.cfg import simplify_grammar
-    from leapgen.grammar.ebnf import parse_ebnf
-
-    grammar = simplify_grammar(parse_ebnf(source))
-    pda = pda_module.Pda(grammar, max_states=100_000)
-    built = []
-    real = pda_module.determinize
-
-    def recording(nfa, starts, end, max_states, **kwargs):
-        out = real(nfa, starts, end, max_states, **kwargs)
-        built.append((nfa, starts, end, max_states))
-        return out
-
-    monkeypatch.setattr(pda_module, "determinize", recording)
-    for rule in range(len(pda.names)):
-        pda.context_dfa(rule)
-    assert len(built) == len(pda.names)
-    for nfa, starts, end, max_states in built:
-        fast, slow = both(nfa, starts, end, max_states)
-        for i in range(len(starts)):
-            assert_same_moves(fast, slow, i)

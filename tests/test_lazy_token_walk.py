@@ -1,10 +1,14 @@
-"""``TokenIndex.lazy_token_walk``: the uncertain tokens of context-free masks.
+"""The walks behind context-free masks: per-frame sorting and the uncertain tokens.
 
 On configurations of recursive grammars (the builtin JSON grammar, nested
-arithmetic) reached by seeded walks, the numba trie walk over a lazily built
-automaton of configurations, the numpy-only fallback (``use_trie=False``) and
-a literal ``compiled.walk(config, token_bytes)`` per token agree, for every
-token of the vocabulary as candidates and for a random half of them.
+arithmetic) reached by seeded walks, the pushdown walk kernel
+(``TokenIndex.pushdown_walk``, also with too few stack frames handed over,
+where it must give up rather than guess), the numba trie walk over a lazily
+built automaton of configurations (``lazy_token_walk``), its numpy-only
+fallback (``use_trie=False``) and a literal ``compiled.walk(config,
+token_bytes)`` per token agree, for every token of the vocabulary as
+candidates and for a random half of them. ``frame_sets`` agrees with its
+numpy fallback on every rule state.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ def test_trie_fallback_and_literal_walks_agree(grammar_compiler, family, grammar
     token_bytes = compiled.tokenizer_info.token_bytes
     walkable = np.array([i for i, b in enumerate(token_bytes) if b], np.int64)
     rng = np.random.default_rng(0)
+    gave_up = False
     for prefix in PREFIXES[grammar]:
         m = GrammarMatcher(compiled)
         assert m.accept_string(prefix)
@@ -55,8 +60,32 @@ def test_trie_fallback_and_literal_walks_agree(grammar_compiler, family, grammar
             candidates = words_of(ids, index.bitmask_words)
             got = index.lazy_token_walk(config, compiled.step, candidates)
             assert np.array_equal(got, fallback.lazy_token_walk(config, compiled.step, candidates)), prefix
+            pda = compiled.pda
+            kernel = index.pushdown_walk(compiled._automaton, pda.stack_arrays(config, 256), pda.max_stack_depth,
+                                         candidates)
+            assert kernel is not None and np.array_equal(kernel, got), prefix
+            short = index.pushdown_walk(compiled._automaton, pda.stack_arrays(config, 1), pda.max_stack_depth,
+                                        candidates)
+            assert short is None or np.array_equal(short, got), prefix
+            gave_up |= short is None
             sample = rng.choice(ids, 400, replace=False)
             want = [compiled.walk(config, token_bytes[t]) is not None for t in sample.tolist()]
             have = (got[sample >> 5] >> (sample & 31).astype(np.uint32)) & 1
             assert have.astype(bool).tolist() == want, prefix
             assert not (got & ~candidates).any()
+    assert gave_up  # a token popping below the one frame handed over
+
+
+@pytest.mark.parametrize("family", ["gpt2"])
+@pytest.mark.parametrize("grammar", [JSON_GBNF, ARITH_GBNF], ids=["json", "arith"])
+def test_frame_sets_and_numpy_fallback_agree(grammar_compiler, family, grammar):
+    compiled = grammar_compiler(family).compile_grammar(grammar)
+    pda, index, fallback = compiled.pda, compiled.token_index, numpy_index(family)
+    live = np.ones(len(pda.has_bytes_flat), np.int8)
+    uncertain_seen = False
+    for g in range(len(pda.has_bytes_flat)):
+        got = index.frame_sets(pda.trans_flat, g, pda.leave_row, pda.leave_bytes, live)
+        want = fallback.frame_sets(pda.trans_flat, g, pda.leave_row, pda.leave_bytes, live)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), g
+        uncertain_seen |= bool(got[1].any())
+    assert uncertain_seen

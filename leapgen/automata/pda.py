@@ -16,11 +16,10 @@ only pop (a tail call) pushes no return frame, so right recursion keeps a
 constant depth. Stacks deeper than ``max_stack_depth`` are cut (documented
 bound): tokens that would nest deeper are masked off.
 
-Context DFAs (per rule, built on demand) classify tokens from a frame without
-looking at the rest of the stack: callees are inlined a few levels deep and
-the rule's exit (and deeper nesting) lead to an "unknown" state, so a token is
-*certain* (valid whatever the stack below), *uncertain* (checked against the
-real stack at run time) or dead.
+Token masks (:mod:`leapgen.compiler.compiled_cfg`) walk the vocabulary
+trie through the rules' byte transitions in numba kernels
+(:mod:`leapgen.compiler.pda_kernels`); :attr:`Pda.trans_flat` and the call
+arrays hold every rule over global state ids for them.
 """
 
 from __future__ import annotations
@@ -30,26 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from leapgen.automata.dfa import Dfa, compile_dfa, minimize
-from leapgen.automata.nfa import Nfa, table_ranges
-from leapgen.automata.subset import determinize
 from leapgen.automata.trim_kernel import useful_states
-from leapgen.errors import CompileLimitError, GrammarError
+from leapgen.errors import GrammarError
 from leapgen.grammar import ir
 
 DEFAULT_MAX_STACK_DEPTH = 4096
-CONTEXT_NFA_BUDGET = 20_000
-#: Most DFA states of a context automaton beyond twice its rule's own; past it the next (smaller) of
-#: CONTEXT_LEVELS is tried, so a failed level costs at most that many states of subset construction
-#: (the last level gets four times as many). Measured on the bench_masks workload: 10,000 rather than
-#: 40,000 cut leapgen's TBM mean by a third and its p99 by 40 % (fewer, smaller builds at first visits;
-#: the extra uncertain tokens are cheap to walk).
-CONTEXT_DFA_BUDGET = 10_000
-#: (callee inlining depth, caller return levels) of context DFAs, tried in order. Measured on the
-#: bench_masks workload: starting at (2, 2) rather than (3, 2) cut leapgen's TBM mean by 20 % at the same
-#: p99 (smaller builds at first visits outweigh the extra uncertain tokens walked).
-CONTEXT_LEVELS = ((2, 2), (1, 1), (1, 0), (0, 0))
-#: Most frames a token classified *certain* by a context DFA can push above its top frame.
-CONTEXT_INLINE_DEPTH = max(d for d, _ in CONTEXT_LEVELS)
 
 
 class Stack:
@@ -134,9 +118,16 @@ class Pda:
         self.dfas = self._drop_unproductive(dfas)
         self._check_left_recursion()
         n_rules = len(self.names)
-        self.byte_trans = [np.ascontiguousarray(d.trans[:, :256]) for d in self.dfas]
-        self.byte_flat = [memoryview(t.reshape(-1)) for t in self.byte_trans]
-        self.has_bytes = [(t >= 0).any(axis=1).tolist() for t in self.byte_trans]
+        sizes = [d.n_states for d in self.dfas]
+        #: int64 ``(n_rules + 1,)``: rule ``r``'s states are global ids ``state_base[r]:state_base[r + 1]``.
+        self.state_base = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        self._base = base = self.state_base.tolist()
+        byte_tables = [d.trans[:, :256] for d in self.dfas]
+        #: int32 ``(n_states * 256,)``: every rule's byte transitions over global state ids, -1 dead.
+        self.trans_flat = np.concatenate([np.where(t >= 0, t + b, -1).astype(np.int32).reshape(-1)
+                                          for t, b in zip(byte_tables, base)])
+        self._trans_view = memoryview(self.trans_flat)
+        self.has_bytes = [(t >= 0).any(axis=1).tolist() for t in byte_tables]
         self.accepting = [d.accepting.tolist() for d in self.dfas]
         self.calls: list[list[tuple[tuple[int, int], ...]]] = []
         for d in self.dfas:
@@ -150,6 +141,112 @@ class Pda:
         self.is_exit = [[acc and not nb and not cl for acc, nb, cl in zip(a, h, c)]
                         for a, h, c in zip(self.accepting, self.has_bytes, self.calls)]
         self.start_config: Config = frozenset((Stack(0, self.dfas[0].start, None),))
+        self._pack_calls()
+
+    def _pack_calls(self) -> None:
+        """The global arrays of :mod:`leapgen.compiler.pda_kernels` (see :func:`pda_walk`)."""
+        base = self._base
+        flat = lambda per_rule: np.array([x for rows in per_rule for x in rows], np.bool_)  # noqa: E731
+        #: bool ``(n_states,)`` over global ids.
+        self.has_bytes_flat = flat(self.has_bytes)
+        self.accepting_flat = flat(self.accepting)
+        self._pack_leave_bytes()
+        ptr, start, ret, tail = [0], [], [], []
+        for r, rows in enumerate(self.calls):
+            for calls in rows:
+                for callee, back in calls:
+                    start.append(base[callee] + self.dfas[callee].start)
+                    ret.append(base[r] + back)
+                    tail.append(self.is_exit[r][back])
+                ptr.append(len(start))
+        self.call_ptr = np.array(ptr, np.int32)
+        self.call_start = np.array(start, np.int32)
+        self.call_ret = np.array(ret, np.int32)
+        self.call_tail = np.array(tail, np.bool_)
+
+    def _pack_leave_bytes(self) -> None:
+        """Where a frame may leave its rule, and with which next bytes.
+
+        ``leave_row`` (int32 ``(n_states,)``) is -1 where a frame can neither
+        call nor return, else a row of ``leave_bytes`` (bool ``(m, 256)``,
+        distinct rows): the bytes that can start one of the state's callees
+        (every byte for a callee that may match nothing) and, for an
+        accepting state, the rule's FOLLOW set (the bytes that may come first
+        after it returns, over every call site: the classic LL(1) FOLLOW
+        computation, here over bytes).
+        """
+        n = len(self.dfas)
+        first, sites = [], [set() for _ in range(n)]
+        for r, d in enumerate(self.dfas):
+            exp = self.expand(frozenset((Stack(r, d.start, None),)))
+            first.append(exp.next_bytes if not exp.complete else np.ones(256, np.bool_))
+            for calls in self.calls[r]:
+                for callee, ret in calls:
+                    sites[callee].add((r, ret))
+        # follow[r]: the bytes that may come first after rule r returns (a fixpoint over the call sites;
+        # the root is followed by the end of the input)
+        after = {}
+        for r in range(n):
+            for caller, ret in sites[r]:
+                if (caller, ret) not in after:
+                    after[caller, ret] = self.expand(frozenset((Stack(caller, ret, None),)))
+        follow = [np.zeros(256, np.bool_) for _ in range(n)]
+        changed = True
+        while changed:
+            changed = False
+            for r in range(n):
+                got = follow[r].copy()
+                for caller, ret in sites[r]:
+                    exp = after[caller, ret]
+                    got |= exp.next_bytes
+                    if exp.complete:
+                        got |= follow[caller]
+                if (got != follow[r]).any():
+                    follow[r], changed = got, True
+        rows: dict[tuple, int] = {}  # (rule if accepting else -1, callees) -> row of table
+        table, leave_row = [], []
+        for r, calls in enumerate(self.calls):
+            for q, edges in enumerate(calls):
+                if not (self.accepting[r][q] or edges):
+                    leave_row.append(-1)
+                    continue
+                key = (r if self.accepting[r][q] else -1, tuple(sorted({callee for callee, _ in edges})))
+                row = rows.get(key)
+                if row is None:
+                    got = follow[r].copy() if key[0] >= 0 else np.zeros(256, np.bool_)
+                    for callee in key[1]:
+                        got |= first[callee]
+                    row = rows[key] = len(table)
+                    table.append(got)
+                leave_row.append(row)
+        self.leave_row = np.array(leave_row, np.int32)
+        self.leave_bytes = np.array(table, np.bool_).reshape(-1, 256)
+
+    def stack_arrays(self, config: Config, max_frames: int) -> tuple[np.ndarray, ...]:
+        """A configuration's stacks for :func:`~leapgen.compiler.pda_kernels.pda_walk` (pure).
+
+        Returns
+        -------
+        frames : numpy.ndarray
+            int32 ``(n_stacks, k)``: global states, top frame first, at most ``max_frames`` per stack.
+        count : numpy.ndarray
+            int32 ``(n_stacks,)``: frames given per stack.
+        cut : numpy.ndarray
+            bool ``(n_stacks,)``: the stack goes on below the frames given.
+        depth : numpy.ndarray
+            int32 ``(n_stacks,)``: each stack's depth.
+        """
+        base = self._base
+        stacks = list(config)
+        count = [min(s.depth, max_frames) for s in stacks]
+        frames = np.zeros((len(stacks), max(count, default=1)), np.int32)
+        for i, s in enumerate(stacks):
+            row = frames[i]
+            for j in range(count[i]):
+                row[j] = base[s.rule] + s.state
+                s = s.parent
+        depth = np.array([s.depth for s in stacks], np.int32)
+        return frames, np.array(count, np.int32), depth > np.array(count, np.int32), depth
 
     # -- compile-time analysis -----------------------------------------------------------------
 
@@ -247,109 +344,19 @@ class Pda:
                 else:
                     work.append(s.parent)
         next_bytes = np.zeros(256, bool)
+        base = self._base
         for s in frames:
-            next_bytes |= self.byte_trans[s.rule][s.state] >= 0
+            g = base[s.rule] + s.state
+            next_bytes |= self.trans_flat[g << 8:(g + 1) << 8] >= 0
         return Expansion(tuple(frames), next_bytes, complete)
 
     def step(self, expansion: Expansion, byte: int) -> Config:
         """Consume one byte from an expansion; an empty result means rejected."""
         out = set()
+        trans, base = self._trans_view, self._base
         for s in expansion.frames:
-            t = self.byte_flat[s.rule][(s.state << 8) | byte]
+            b = base[s.rule]
+            t = trans[((b + s.state) << 8) | byte]
             if t >= 0:
-                out.add(Stack(s.rule, t, s.parent))
+                out.add(Stack(s.rule, t - b, s.parent))
         return frozenset(out)
-
-    # -- context DFAs ------------------------------------------------------------------------------
-
-    def context_dfa(self, rule: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        """The context DFA of ``rule`` (see module docstring).
-
-        Callees are inlined ``depth`` levels deep; the rule's exit continues
-        into every place the rule is called from (``return_levels`` levels of
-        callers; a union over callers, so it over-approximates) and then into
-        the "unknown" state. Only states of the rule itself and of its inlined
-        callees are *certain*.
-
-        Returns
-        -------
-        trans_flat : numpy.ndarray
-            int32, ``(n * 256,)`` byte transitions.
-        certain : numpy.ndarray
-            bool, ``(n,)``: a token ending here is valid whatever the stack below.
-        entry : list of int
-            The context-DFA state of each of the rule's DFA states.
-        """
-        budget = CONTEXT_DFA_BUDGET + 2 * self.dfas[rule].n_states
-        for i, (depth, return_levels) in enumerate(CONTEXT_LEVELS):
-            last = i == len(CONTEXT_LEVELS) - 1
-            try:
-                return self._build_context_dfa(rule, depth, return_levels, 4 * budget if last else budget)
-            except CompileLimitError:
-                continue  # fewer inlined levels: more tokens are checked at run time
-        raise CompileLimitError(f"context automaton of rule {self.names[rule]!r} is too large")
-
-    def _call_sites(self) -> list[list[tuple[int, int]]]:
-        sites: list[set[tuple[int, int]]] = [set() for _ in self.dfas]
-        for caller, per_state in enumerate(self.calls):
-            for calls in per_state:
-                for callee, ret in calls:
-                    sites[callee].add((caller, ret))
-        return [sorted(s) for s in sites]
-
-    def _byte_ranges(self, rule: int) -> np.ndarray:
-        """The byte edges of ``rule``'s DFA as int32 rows ``(q, lo, hi, target)`` (cached, read-only)."""
-        cache = self.__dict__.setdefault("_ranges_cache", {})
-        got = cache.get(rule)
-        if got is None:
-            got = cache[rule] = table_ranges(self.byte_trans[rule])
-        return got
-
-    def _build_context_dfa(self, rule: int, depth: int, return_levels: int, max_states: int):
-        nfa = Nfa(CONTEXT_NFA_BUDGET, None)
-        unknown = nfa.new_state()
-        nfa.add_edge(unknown, 0, 255, unknown)
-        certain = nfa.new_state()
-        sites = self._call_sites()
-        embedded: dict[tuple, int] = {}
-        returns: dict[tuple[int, int], int] = {}
-
-        def embed(r: int, d: int, exit_target: int, sure: bool) -> int:
-            """The first NFA state of a copy of rule ``r``'s DFA (its states are consecutive)."""
-            key = (r, d, exit_target, sure)
-            if key in embedded:
-                return embedded[key]
-            base = embedded[key] = nfa.new_states(self.dfas[r].n_states)
-            ranges = self._byte_ranges(r).copy()
-            ranges[:, 0] += base
-            ranges[:, 3] += base
-            nfa.add_edge_block(ranges)
-            for q in range(self.dfas[r].n_states):
-                b = base + q
-                if sure:
-                    nfa.add_eps(b, certain)
-                for callee, ret in self.calls[r][q]:
-                    if d == 0:
-                        nfa.add_eps(b, unknown)
-                    else:
-                        nfa.add_eps(b, embed(callee, d - 1, base + ret, sure) + self.dfas[callee].start)
-                if self.accepting[r][q]:
-                    nfa.add_eps(b, exit_target)
-            return base
-
-        def return_to_callers(r: int, levels: int) -> int:
-            key = (r, levels)
-            if key not in returns:
-                node = returns[key] = nfa.new_state()
-                if levels == 0:
-                    nfa.add_eps(node, unknown)
-                else:
-                    for caller, ret in sites[r]:
-                        base = embed(caller, max(depth - 1, 0), return_to_callers(caller, levels - 1), False)
-                        nfa.add_eps(node, base + ret)
-            return returns[key]
-
-        base = embed(rule, depth, return_to_callers(rule, return_levels), True)
-        starts = list(range(base, base + self.dfas[rule].n_states))
-        trans, accepting, entry = determinize(nfa, starts, certain, max_states)
-        return np.ascontiguousarray(trans.reshape(-1)), accepting, entry

@@ -2,25 +2,26 @@
 
 Token masks split the vocabulary per top frame ``(rule, state)``, as
 xgrammar's adaptive token mask cache does (Dong et al., 2024, section 3.2):
-tokens whose fate does not depend on the stack below are classified once by
-a vectorized walk over the rule's context DFA (token slices and the
-"unknown" sink state shortcut it, see :meth:`TokenIndex.token_sets`); only
-the *uncertain* tokens (those that leave the rule or nest deeper than the
-context DFA sees) are checked against the real stacks at run time, by a trie
-walk over the configurations met (:meth:`TokenIndex.lazy_token_walk`).
+tokens whose bytes stay inside the frame's rule are *certain* whatever the
+stack below; they are found once per frame by a trie walk over the rule's
+own byte DFA (token slices shortcut it), which also collects the
+*uncertain* tokens, those that leave the rule after some bytes (see
+:meth:`TokenIndex.frame_sets`). Only those are checked against the real
+configuration at run time, by a pushdown trie walk in one numba kernel
+(:meth:`TokenIndex.pushdown_walk`; :meth:`TokenIndex.lazy_token_walk` where
+it gives up).
 """
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-from leapgen.automata.pda import CONTEXT_INLINE_DEPTH, Config, Pda
+from leapgen.automata.pda import Config, Pda
 from leapgen.compiler.compiled import CompiledGrammar
-from leapgen.compiler.token_index import sink_states
 
 MAX_CONFIG_CACHE = 1 << 16
+#: Frames of each stack handed to the pushdown walk kernel; a token popping below them is walked in Python.
+MAX_KERNEL_FRAMES = 256
 
 
 class ContextFreeGrammar(CompiledGrammar):
@@ -40,9 +41,11 @@ class ContextFreeGrammar(CompiledGrammar):
         self.pda = pda
         self._expansions: dict = {}
         self._steps: dict = {}
-        self._contexts: dict[int, tuple] = {}
-        self._frame_tokens: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-        self._cfg_lock = threading.Lock()
+        self._frame_tokens: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._base = pda.state_base.tolist()
+        self._live = np.ones(len(pda.has_bytes_flat), np.int8)
+        self._automaton = (pda.trans_flat, pda.has_bytes_flat, pda.accepting_flat, pda.call_ptr, pda.call_start,
+                           pda.call_ret, pda.call_tail)
 
     @property
     def n_states(self) -> int:
@@ -92,40 +95,36 @@ class ContextFreeGrammar(CompiledGrammar):
         return int(live[0]) if len(live) == 1 else -1
 
     def frame_tokens(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(certain, uncertain) uint32 token bitsets from a top frame; cached, read-only."""
-        key = (rule, state)
-        got = self._frame_tokens.get(key)
+        """(certain, uncertain) uint32 token bitsets from a top frame; cached, read-only
+        (see :meth:`TokenIndex.frame_sets`)."""
+        g = self._base[rule] + state
+        got = self._frame_tokens.get(g)
         if got is None:
-            ctx = self._contexts.get(rule)
-            if ctx is None:
-                with self._cfg_lock:
-                    ctx = self._contexts.get(rule)
-                    if ctx is None:
-                        trans_flat, certain, entry = self.pda.context_dfa(rule)
-                        classes = np.where(certain, 1, 2).astype(np.int8)
-                        ctx = self._contexts[rule] = (trans_flat, classes, entry, sink_states(trans_flat))
-            trans_flat, classes, entry, sinks = ctx
-            got = self._frame_tokens[key] = self.token_index.token_sets(trans_flat, entry[state], classes, sinks)
+            pda = self.pda
+            got = self._frame_tokens[g] = self.token_index.frame_sets(pda.trans_flat, g, pda.leave_row, pda.leave_bytes,
+                                                                                self._live)
         return got
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
-        sure = self.token_index.empty_words()
-        unsure = self.token_index.empty_words()
-        # A token certain from its top frame may still push up to CONTEXT_INLINE_DEPTH frames; near
-        # max_stack_depth those pushes are cut, so there its certain tokens are checked like uncertain ones.
-        deep = self.pda.max_stack_depth - CONTEXT_INLINE_DEPTH
+        certain = self.token_index.empty_words()
+        uncertain = self.token_index.empty_words()
         # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:
-        # a frame that can only return (say, after "}") would see its callers only through the context
-        # DFA's over-approximation, and an epsilon path into its "unknown" state makes every token uncertain.
-        tops = {(s.rule, s.state, s.depth > deep) for s in self.expansion(state).frames}
-        for rule, q, near_limit in tops:
+        # a token leaving a frame's rule at the frame's own state is the business of the frames expansion
+        # reached from there, so only tokens that leave after some bytes are uncertain.
+        for rule, q in {(s.rule, s.state) for s in self.expansion(state).frames}:
             a, b = self.frame_tokens(rule, q)
-            if near_limit:
-                unsure |= a
-            else:
-                sure |= a
-            unsure |= b
-        unsure &= ~sure
-        if unsure.any():
-            sure |= self.token_index.lazy_token_walk(state, self.step, unsure)
-        return sure
+            certain |= a
+            uncertain |= b
+        uncertain &= ~certain
+        if uncertain.any():
+            certain |= self._check_uncertain(state, uncertain)
+        return certain
+
+    def _check_uncertain(self, state: Config, candidates: np.ndarray) -> np.ndarray:
+        """The candidate tokens that the configuration ``state`` accepts."""
+        pda = self.pda
+        got = self.token_index.pushdown_walk(self._automaton, pda.stack_arrays(state, MAX_KERNEL_FRAMES),
+                                             pda.max_stack_depth, candidates)
+        if got is None:
+            got = self.token_index.lazy_token_walk(state, self.step, candidates)
+        return got

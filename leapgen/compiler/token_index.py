@@ -18,8 +18,8 @@ from typing import Callable, Hashable
 
 import numpy as np
 
-from leapgen.compiler import trie_kernels
-from leapgen.compiler.token_slices import TokenSlice, build_slices, first_slice, pack_char_dfas
+from leapgen.compiler import pda_kernels, trie_kernels
+from leapgen.compiler.token_slices import LOOP, UNBOUNDED, TokenSlice, build_slices, first_slice, pack_char_dfas
 from leapgen.vocab import TokenizerInfo
 
 _NO_SINKS = np.zeros(0, np.bool_)
@@ -93,6 +93,12 @@ class TokenIndex:
         one = self.empty_words()
         one[self._row_ids[0] >> 5] = np.uint32(1) << np.uint32(self._row_ids[0] & 31)
         self.lazy_token_walk(0, lambda state, byte: None, one)
+        self.frame_sets(loop, 0, np.zeros(1, np.int32), np.ones((1, 256), np.bool_), live)
+        none = np.zeros(0, np.int32)
+        automaton = (loop, np.ones(1, np.bool_), np.ones(1, np.bool_), np.zeros(2, np.int32), none, none,
+                     np.zeros(0, np.bool_))
+        stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))
+        self.pushdown_walk(automaton, stacks, 8, one)
 
     def token_rank(self) -> np.ndarray:
         """int64 ``(vocab_size,)``: each token's rank in lexicographic order of its bytes (cached)."""
@@ -158,6 +164,67 @@ class TokenIndex:
             np.bitwise_or.at(words, chosen >> 5, (np.uint32(1) << (chosen & 31).astype(np.uint32)))
         return a, b
 
+    def frame_sets(self, trans_flat: np.ndarray, state: int, leave_row: np.ndarray, leave_bytes: np.ndarray,
+                   live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sort every token from state ``state`` of one rule of a pushdown automaton.
+
+        Parameters
+        ----------
+        trans_flat : numpy.ndarray
+            int32, ``(n_states * 256,)``: byte transitions (the rule's states
+            never lead out of the rule), ``-1`` dead.
+        state : int
+            The top frame's state.
+        leave_row, leave_bytes : numpy.ndarray
+            int32 ``(n_states,)`` and bool ``(m, 256)``: a frame in state
+            ``q`` may leave its rule (call or return) and go on with byte
+            ``b`` when ``leave_row[q] >= 0 and leave_bytes[leave_row[q], b]``.
+        live : numpy.ndarray
+            int8, ``(n_states,)``, all ones (the token slices' state classes).
+
+        Returns
+        -------
+        certain, uncertain : numpy.ndarray
+            Fresh uint32 bitsets, ``(ceil(vocab_size / 32),)``: tokens whose
+            bytes all stay inside the rule (valid whatever the stack below),
+            and tokens that die inside the rule after they could have left it
+            (not at ``state`` itself), to be checked against the real stacks
+            (see :func:`~leapgen.compiler.pda_kernels.frame_walk`).
+        """
+        if not self.use_trie:
+            return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes)
+        certain, uncertain = self.empty_words(), self.empty_words()
+        trie, ids = self._trie, self._row_ids
+        i, k, _ = first_slice(trans_flat, state, live, *self._char_dfas)
+        if i >= 0:
+            if k == LOOP and leave_row[state] >= 0:
+                k = UNBOUNDED  # the remainder trie walks from after the prefix, where leaving is possible
+            words, sliced, sliced_ids = self.token_slices[i].split(k)
+            if words is not None:
+                certain[:] = words
+            if sliced is not None:
+                trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
+        pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes, *trie, ids, certain, uncertain)
+        return certain, uncertain
+
+    def _frame_sets_columns(self, trans_flat: np.ndarray, state: int, leave_row: np.ndarray,
+                            leave_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`frame_sets` without the trie kernels: the column walk over a
+        table of three copies of the states (at the start; has not left yet;
+        may have left) and an "unknown" sink."""
+        trans = trans_flat.reshape(-1, 256).astype(np.int64)
+        n = len(trans)
+        alive = trans >= 0
+        leave = np.zeros((n, 256), np.bool_)
+        leave[leave_row >= 0] = leave_bytes[leave_row[leave_row >= 0]]
+        table = np.empty((3 * n + 1, 256), np.int64)
+        table[:n] = np.where(alive, n + trans, -1)
+        table[n:2 * n] = np.where(alive, np.where(leave, 2 * n, n) + trans, np.where(leave, 3 * n, -1))
+        table[2 * n:3 * n] = np.where(alive, 2 * n + trans, 3 * n)
+        table[3 * n] = 3 * n
+        classes = np.concatenate((np.ones(3 * n, np.int8), [2])).astype(np.int8)
+        return self.token_sets(table.astype(np.int32).reshape(-1), state, classes)
+
     def lazy_token_walk(self, start: Hashable, step: Callable[[Hashable, int], Hashable | None],
                         candidates: np.ndarray) -> np.ndarray:
         """Which candidate tokens an automaton known only by its step function lets through.
@@ -221,6 +288,40 @@ class TokenIndex:
             if len(states) > len(rows):
                 rows = np.concatenate((rows, np.full((max(len(rows), len(states) - len(rows)), 256), -2, np.int32)))
             nodes, at = nodes.copy(), at.copy()
+
+    def pushdown_walk(self, automaton: tuple, stacks: tuple, max_depth: int, candidates: np.ndarray,
+                      max_work: int = 1_000_000) -> np.ndarray | None:
+        """Which candidate tokens a pushdown configuration accepts, walked in one numba kernel.
+
+        Parameters
+        ----------
+        automaton : tuple of numpy.ndarray
+            ``(trans_flat, has_bytes, accepting, call_ptr, call_start,
+            call_ret, call_tail)`` over global states (see
+            :func:`~leapgen.compiler.pda_kernels.pda_walk`).
+        stacks : tuple of numpy.ndarray
+            ``(frames, count, cut, depth)`` from :meth:`Pda.stack_arrays`.
+        max_depth : int
+            The deepest stack kept; deeper pushes are cut.
+        candidates : numpy.ndarray
+            uint32 ``(ceil(vocab_size / 32),)``: the tokens to check (not mutated).
+        max_work : int
+            Closure items computed before giving up.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            A fresh uint32 bitset (a subset of ``candidates``), or None when
+            the kernel gave up (a token pops below the frames given, or the
+            work limit): use :meth:`lazy_token_walk`. None too without numba.
+        """
+        if not self.use_trie:
+            return None
+        pos = pda_kernels.candidate_positions(candidates, self._trie_pos)
+        out = self.empty_words()
+        status = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, *self._trie, self._row_ids, pos,
+                                      candidates, out)
+        return out if status == pda_kernels.WALK_DONE else None
 
     def _sorted_walk(self, start: Hashable, step, ids: np.ndarray) -> np.ndarray:
         """:meth:`lazy_token_walk` without the trie kernels."""

@@ -101,8 +101,9 @@ def test_large_enum_compiles_fast():
     d = automata.compile_dfa(node)
     t2 = time.perf_counter()
     assert warnings == []
-    assert t1 - t0 < 0.5, f"IR build took {t1 - t0:.3f}s"
-    assert t2 - t0 < 5.0, f"IR + DFA took {t2 - t0:.3f}s"
+    # hang guards, not speed targets (those live in benchmarks/): the fault this case comes from took minutes
+    assert t1 - t0 < 5.0, f"IR build took {t1 - t0:.3f}s"
+    assert t2 - t0 < 30.0, f"IR + DFA took {t2 - t0:.3f}s"
     assert d.n_states < 400
     codes = set(case["grammar"]["properties"]["lang"]["enum"])
     for v in range(0, 10000, 7):

@@ -1,0 +1,267 @@
+"""Token-trie walks for context-free grammars (numba kernels).
+
+Two walks split a pushdown configuration's mask, as xgrammar's adaptive
+token mask cache splits tokens into context-independent and
+context-dependent ones (Dong et al., 2024, "XGrammar", section 3.2):
+
+- :func:`frame_walk` sorts the tokens from one top frame ``(rule, state)``
+  with the rule's own byte DFA, no other automaton built: a token whose
+  bytes stay inside the rule is *certain* (valid whatever the stack
+  below); one that dies inside the rule after it could have left it (a
+  call edge or a return, followed by a byte that may come next there) is
+  *uncertain*; the rest are dead.
+- :func:`pda_walk` checks uncertain tokens against the real configuration:
+  a depth-first walk of the vocabulary trie carrying the set of parse
+  stacks, calls and returns followed inside the kernel (frames pushed
+  during a token live in a pool; frames below come from the real stacks).
+
+Both mutate only the bitsets they are given. See
+:mod:`leapgen.compiler.trie_kernels` for the trie layout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from leapgen.compiler.trie_kernels import _grow, _has_candidate, _jit, _set_bits
+
+#: pda_walk's results.
+WALK_DONE = 0
+#: A token pops below the frames handed to the kernel, or the walk outgrew its work limit: walk in Python.
+WALK_GAVE_UP = 1
+
+
+@_jit
+def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end, child_byte, child_node,
+               node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, words_certain, words_uncertain):
+    """Sort the trie's tokens from state ``start`` of a rule's byte DFA.
+
+    ``trans_flat`` (int32 ``(n * 256,)``, ``-1`` dead) holds the rule's byte
+    transitions; a frame in state ``q`` may leave the rule (call or return)
+    and go on with byte ``b`` when ``leave_row[q] >= 0`` and
+    ``leave_bytes[leave_row[q], b]``. A token whose every byte has a
+    transition is set in ``words_certain``; one whose walk dies after it
+    could have left the rule (not at ``start`` itself: leaving there is the
+    other expanded frames' business) is set in ``words_uncertain``, with
+    every token of the trie subtree where it died. Mutates both bitsets.
+    """
+    stack_node = np.empty(4096, np.int32)
+    stack_state = np.empty(4096, np.int32)
+    stack_flag = np.empty(4096, np.bool_)
+    stack_node[0] = 0
+    stack_state[0] = start
+    stack_flag[0] = False
+    top = 1
+    while top > 0:
+        top -= 1
+        v = stack_node[top]
+        s = stack_state[top]
+        left = stack_flag[top]
+        _set_bits(words_certain, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
+        row = leave_row[s] if v != 0 else -1
+        base = s * 256
+        for k in range(child_start[v], child_end[v]):
+            b = child_byte[k]
+            may_leave = left or (row >= 0 and leave_bytes[row, b])
+            nxt = trans_flat[base + b]
+            c = child_node[k]
+            if nxt >= 0:
+                if top >= stack_node.shape[0]:
+                    stack_node, stack_state, stack_flag = _grow(stack_node), _grow(stack_state), _grow(stack_flag)
+                stack_node[top] = c
+                stack_state[top] = nxt
+                stack_flag[top] = may_leave
+                top += 1
+            elif may_leave:
+                _set_bits(words_uncertain, node_toks, token_ids, node_tok_start[c], sub_tok_end[c])
+
+
+#: ``_BIT_OF_MOD37[(1 << b) % 37] == b`` for b < 32 (the powers of two are distinct modulo 37).
+_BIT_OF_MOD37 = np.zeros(37, np.int64)
+_BIT_OF_MOD37[[(1 << b) % 37 for b in range(32)]] = np.arange(32)
+
+
+@_jit
+def candidate_positions(words, trie_pos):
+    """int32, sorted: the trie positions (``trie_pos``, int64 per token id, -1
+    for none) of the tokens set in uint32 bitset ``words``. The positions are
+    set in a bitset of their own, then read back in order (no sort)."""
+    marks = np.zeros(words.shape[0] + 1, np.uint32)
+    n = 0
+    for w in range(words.shape[0]):
+        x = np.int64(words[w])
+        while x:
+            low = x & -x
+            b = _BIT_OF_MOD37[low % 37]
+            x ^= low
+            p = trie_pos[w * 32 + b]
+            if p >= 0:
+                marks[p >> 5] |= np.uint32(1) << np.uint32(p & 31)
+                n += 1
+    out = np.empty(n, np.int32)
+    n = 0
+    for w in range(marks.shape[0]):
+        x = np.int64(marks[w])
+        while x:
+            low = x & -x
+            b = _BIT_OF_MOD37[low % 37]
+            x ^= low
+            out[n] = w * 32 + b
+            n += 1
+    return out
+
+
+@_jit
+def _push_item(buf, n, gs, link, s, p, d, lo):
+    """Append item ``(gs, link, s, p, d)`` to ``buf`` (int64 ``(m, 5)``) unless
+    rows ``lo:n`` hold it already; returns (buf, n)."""
+    for i in range(lo, n):
+        if buf[i, 0] == gs and buf[i, 1] == link and buf[i, 2] == s and buf[i, 3] == p:
+            return buf, n
+    if n == buf.shape[0]:
+        bigger = np.empty((2 * n, 5), np.int64)
+        bigger[:n] = buf
+        buf = bigger
+    buf[n, 0] = gs
+    buf[n, 1] = link
+    buf[n, 2] = s
+    buf[n, 3] = p
+    buf[n, 4] = d
+    return buf, n + 1
+
+
+@_jit
+def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, real_frames, real_count,
+             real_cut, real_depth, max_depth, max_work, child_start, child_end, child_byte, child_node, node_tok_start,
+             node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos, candidate_words, out_words):
+    """Walk the candidate tokens through a pushdown configuration.
+
+    Parameters (all numpy arrays unless said)
+    ----------
+    trans_flat : int32 ``(n_states * 256,)``
+        Every rule's byte transitions over global state ids, ``-1`` dead.
+    has_bytes, accepting : bool ``(n_states,)``
+    call_ptr : int32 ``(n_states + 1,)``
+        State ``g``'s call edges are ``call_ptr[g]:call_ptr[g + 1]`` of
+        ``call_start`` (the callee's start state), ``call_ret`` (the state
+        returned to) and ``call_tail`` (bool: the return state can only pop,
+        so no return frame is pushed).
+    real_frames : int32 ``(n_stacks, k)``
+        Each stack of the configuration, top frame first, as global states;
+        ``real_count`` (int32 ``(n_stacks,)``) frames given, ``real_cut``
+        (bool) where the stack goes on below them, ``real_depth`` (int32) the
+        stack's depth.
+    max_depth, max_work : int
+        The deepest stack kept (deeper pushes are cut) and a limit on the
+        closure items computed.
+    candidate_pos : int32, sorted
+        Positions in ``node_toks`` of the tokens to check; ``candidate_words``
+        their uint32 bitset.
+    out_words : uint32
+        Mutated: the bit of each candidate token the configuration accepts
+        is set.
+
+    Returns
+    -------
+    int
+        :data:`WALK_DONE`, or :data:`WALK_GAVE_UP` (``out_words`` is then
+        incomplete).
+
+    Notes
+    -----
+    An item is ``(state, link, stack, below, depth)``: ``link`` is the pool
+    entry of the frame under the current one when it was pushed during the
+    walk (-1: the real stack's frame ``below`` is next). The trie walk keeps
+    each node's items as a deduplicated set; item sets of the depth-first
+    stack live in one buffer, freed in LIFO order.
+    """
+    items = np.empty((256, 5), np.int64)  # item sets of the pending trie nodes
+    n_items = 0
+    closure = np.empty((256, 5), np.int64)
+    pool_state = np.empty(256, np.int64)
+    pool_parent = np.empty(256, np.int64)
+    n_pool = 0
+    dfs_node = np.empty(256, np.int64)
+    dfs_lo = np.empty(256, np.int64)
+    dfs_hi = np.empty(256, np.int64)
+    for s in range(real_frames.shape[0]):
+        items, n_items = _push_item(items, n_items, real_frames[s, 0], -1, s, 1, real_depth[s], 0)
+    dfs_node[0] = 0
+    dfs_lo[0] = 0
+    dfs_hi[0] = n_items
+    top = 1
+    work = 0
+    while top > 0:
+        top -= 1
+        v = dfs_node[top]
+        lo = dfs_lo[top]
+        hi = dfs_hi[top]
+        # epsilon closure: follow calls (push) and returns (pop) from the node's items
+        n_cl = 0
+        for i in range(lo, hi):
+            closure, n_cl = _push_item(closure, n_cl, items[i, 0], items[i, 1], items[i, 2], items[i, 3],
+                                       items[i, 4], 0)
+        pool_mark = n_pool
+        i = 0
+        while i < n_cl:
+            g = closure[i, 0]
+            link = closure[i, 1]
+            s = closure[i, 2]
+            p = closure[i, 3]
+            d = closure[i, 4]
+            i += 1
+            for k in range(call_ptr[g], call_ptr[g + 1]):
+                if call_tail[k]:
+                    closure, n_cl = _push_item(closure, n_cl, call_start[k], link, s, p, d, 0)
+                elif d < max_depth:
+                    entry = -1
+                    for e in range(pool_mark, n_pool):  # the same return frame pushed twice in one closure
+                        if pool_state[e] == call_ret[k] and pool_parent[e] == link:
+                            entry = e
+                            break
+                    if entry < 0:
+                        if n_pool == pool_state.shape[0]:
+                            pool_state, pool_parent = _grow(pool_state), _grow(pool_parent)
+                        pool_state[n_pool] = call_ret[k]
+                        pool_parent[n_pool] = link
+                        entry = n_pool
+                        n_pool += 1
+                    closure, n_cl = _push_item(closure, n_cl, call_start[k], entry, s, p, d + 1, 0)
+            if accepting[g]:
+                if link >= 0:
+                    closure, n_cl = _push_item(closure, n_cl, pool_state[link], pool_parent[link], s, p, d - 1, 0)
+                elif p < real_count[s]:
+                    closure, n_cl = _push_item(closure, n_cl, real_frames[s, p], -1, s, p + 1, d - 1, 0)
+                elif real_cut[s]:
+                    return WALK_GAVE_UP
+        work += n_cl
+        if work > max_work:
+            return WALK_GAVE_UP
+        n_items = lo  # this node's set is consumed; the sets above it belong to nodes already walked
+        for k in range(child_start[v], child_end[v]):
+            c = child_node[k]
+            if not _has_candidate(candidate_pos, node_tok_start, sub_tok_end, c):
+                continue
+            b = child_byte[k]
+            first = n_items
+            for j in range(n_cl):
+                g = closure[j, 0]
+                if has_bytes[g]:
+                    nxt = trans_flat[g * 256 + b]
+                    if nxt >= 0:
+                        items, n_items = _push_item(items, n_items, nxt, closure[j, 1], closure[j, 2],
+                                                    closure[j, 3], closure[j, 4], first)
+            if n_items == first:
+                continue
+            for j in range(node_tok_start[c], node_tok_end[c]):
+                t = token_ids[node_toks[j]]
+                bit = np.uint32(1) << np.uint32(t & 31)
+                if candidate_words[t >> 5] & bit:
+                    out_words[t >> 5] |= bit
+            if top == dfs_node.shape[0]:
+                dfs_node, dfs_lo, dfs_hi = _grow(dfs_node), _grow(dfs_lo), _grow(dfs_hi)
+            dfs_node[top] = c
+            dfs_lo[top] = first
+            dfs_hi[top] = n_items
+            top += 1
+    return WALK_DONE
