@@ -2,12 +2,12 @@
 
 Token masks split the vocabulary per top frame ``(rule, state)``, as
 xgrammar's adaptive token mask cache does (Dong et al., 2024, section 3.2):
-tokens whose bytes stay inside the frame's rule are *certain* whatever the
-stack below; they are found once per frame by a trie walk over the rule's
-own byte DFA (token slices shortcut it), which also collects the
-*uncertain* tokens, those that leave the rule after some bytes (see
-:meth:`TokenIndex.frame_sets`). Only those are checked against the real
-configuration at run time, by a pushdown trie walk in one numba kernel
+tokens that a frame's rule (with its callees) consumes whole are *certain*
+whatever the stack below; they are found once per frame by a pushdown trie
+walk with the stack below unknown (token slices shortcut it), which also
+collects the *uncertain* tokens, those that go on after the rule returned
+(see :meth:`TokenIndex.frame_sets`). Only those are checked against the
+real configuration at run time, by the same kernel over the real stacks
 (:meth:`TokenIndex.pushdown_walk`; :meth:`TokenIndex.lazy_token_walk` where
 it gives up).
 """
@@ -41,11 +41,11 @@ class ContextFreeGrammar(CompiledGrammar):
         self.pda = pda
         self._expansions: dict = {}
         self._steps: dict = {}
-        self._frame_tokens: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._frame_tokens: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
         self._automaton = (pda.trans_flat, pda.has_bytes_flat, pda.accepting_flat, pda.call_ptr, pda.call_start,
-                           pda.call_ret, pda.call_tail)
+                           pda.call_ret, pda.call_tail, pda.leave_row, pda.leave_bytes)
 
     @property
     def n_states(self) -> int:
@@ -94,26 +94,27 @@ class ContextFreeGrammar(CompiledGrammar):
         live = np.flatnonzero(exp.next_bytes)
         return int(live[0]) if len(live) == 1 else -1
 
-    def frame_tokens(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(certain, uncertain) uint32 token bitsets from a top frame; cached, read-only
+    def frame_tokens(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(certain, uncertain, pushed) from a top frame; cached, the bitsets read-only
         (see :meth:`TokenIndex.frame_sets`)."""
         g = self._base[rule] + state
         got = self._frame_tokens.get(g)
         if got is None:
-            pda = self.pda
-            got = self._frame_tokens[g] = self.token_index.frame_sets(pda.trans_flat, g, pda.leave_row, pda.leave_bytes,
-                                                                                self._live)
+            got = self._frame_tokens[g] = self.token_index.frame_sets(self._automaton, g, self._live)
         return got
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
         certain = self.token_index.empty_words()
         uncertain = self.token_index.empty_words()
+        limit = self.pda.max_stack_depth
         # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:
-        # a token leaving a frame's rule at the frame's own state is the business of the frames expansion
-        # reached from there, so only tokens that leave after some bytes are uncertain.
-        for rule, q in {(s.rule, s.state) for s in self.expansion(state).frames}:
-            a, b = self.frame_tokens(rule, q)
-            certain |= a
+        # a token leaving a frame's rule before its first byte is the business of the frames expansion reached.
+        for s in self.expansion(state).frames:
+            a, b, pushed = self.frame_tokens(s.rule, s.state)
+            if s.depth + pushed > limit:
+                uncertain |= a  # a certain token may nest past max_stack_depth here: check it on the real stack
+            else:
+                certain |= a
             uncertain |= b
         uncertain &= ~certain
         if uncertain.any():

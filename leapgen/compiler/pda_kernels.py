@@ -1,22 +1,29 @@
 """Token-trie walks for context-free grammars (numba kernels).
 
-Two walks split a pushdown configuration's mask, as xgrammar's adaptive
-token mask cache splits tokens into context-independent and
-context-dependent ones (Dong et al., 2024, "XGrammar", section 3.2):
+A configuration's mask is split as xgrammar's adaptive token mask cache
+splits tokens into context-independent and context-dependent ones (Dong et
+al., 2024, "XGrammar", section 3.2), per top frame ``(rule, state)`` (cached)
+and then per configuration:
 
-- :func:`frame_walk` sorts the tokens from one top frame ``(rule, state)``
-  with the rule's own byte DFA, no other automaton built: a token whose
-  bytes stay inside the rule is *certain* (valid whatever the stack
-  below); one that dies inside the rule after it could have left it (a
-  call edge or a return, followed by a byte that may come next there) is
-  *uncertain*; the rest are dead.
-- :func:`pda_walk` checks uncertain tokens against the real configuration:
-  a depth-first walk of the vocabulary trie carrying the set of parse
-  stacks, calls and returns followed inside the kernel (frames pushed
-  during a token live in a pool; frames below come from the real stacks).
+- :func:`frame_walk` sorts every token with the frame's rule's own byte
+  DFA, deterministic and cheap (token slices shortcut it): a token whose
+  bytes stay inside the rule is *certain* (valid whatever the stack below);
+  one that dies inside the rule after it could have left it (a call edge or
+  a return, followed by a byte that may come next there) is *uncertain*;
+  the rest are dead.
+- :func:`pda_walk` in *frame mode* refines those uncertain tokens from the
+  frame with the stack below unknown: calls and returns inside the frame's
+  rule and its callees are followed, so a token that only goes through a
+  callee becomes certain (or dead), and only tokens that may go on after
+  the rule itself returned stay uncertain.
+- :func:`pda_walk` in *check mode* checks the uncertain tokens against the
+  real stacks of the configuration.
 
-Both mutate only the bitsets they are given. See
-:mod:`leapgen.compiler.trie_kernels` for the trie layout.
+:func:`pda_walk` carries the set of parse stacks from trie node to trie
+node, calls and returns followed inside the kernel (frames pushed during a
+token live in a pool; frames below come from the stacks handed over).
+
+See :mod:`leapgen.compiler.trie_kernels` for the trie layout.
 """
 
 from __future__ import annotations
@@ -131,10 +138,11 @@ def _push_item(buf, n, gs, link, s, p, d, lo):
 
 
 @_jit
-def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, real_frames, real_count,
-             real_cut, real_depth, max_depth, max_work, child_start, child_end, child_byte, child_node, node_tok_start,
-             node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos, candidate_words, out_words):
-    """Walk the candidate tokens through a pushdown configuration.
+def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, leave_row, leave_bytes,
+             real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
+             child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
+             candidate_words, out_words, uncertain_words):
+    """Walk tokens through a pushdown configuration (see the module docstring).
 
     Parameters (all numpy arrays unless said)
     ----------
@@ -146,6 +154,9 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
         ``call_start`` (the callee's start state), ``call_ret`` (the state
         returned to) and ``call_tail`` (bool: the return state can only pop,
         so no return frame is pushed).
+    leave_row, leave_bytes : int32 ``(n_states,)``, bool ``(m, 256)``
+        The bytes that may follow where a frame in state ``q`` returns:
+        ``leave_bytes[leave_row[q]]`` (:meth:`Pda._pack_leave_bytes`).
     real_frames : int32 ``(n_stacks, k)``
         Each stack of the configuration, top frame first, as global states;
         ``real_count`` (int32 ``(n_stacks,)``) frames given, ``real_cut``
@@ -154,18 +165,25 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
     max_depth, max_work : int
         The deepest stack kept (deeper pushes are cut) and a limit on the
         closure items computed.
+    frame_mode : bool
+        Where a stack pops below its frames handed over and ``real_cut`` is
+        set, each trie subtree holding a candidate and entered next with a
+        byte that may follow the return is set whole in ``uncertain_words``
+        (at the root: not, leaving before any byte is the other expanded
+        frames' business). In check mode that pop gives up.
     candidate_pos : int32, sorted
         Positions in ``node_toks`` of the tokens to check; ``candidate_words``
         their uint32 bitset.
-    out_words : uint32
+    out_words, uncertain_words : uint32
         Mutated: the bit of each candidate token the configuration accepts
-        is set.
+        is set in ``out_words``; ``uncertain_words`` as said above.
 
     Returns
     -------
-    int
-        :data:`WALK_DONE`, or :data:`WALK_GAVE_UP` (``out_words`` is then
-        incomplete).
+    (int, int)
+        :data:`WALK_DONE` or :data:`WALK_GAVE_UP` (``out_words`` is then
+        incomplete), and the most frames the walk pushed above the stacks
+        handed over (a bound for every token accepted).
 
     Notes
     -----
@@ -184,6 +202,8 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
     dfs_node = np.empty(256, np.int64)
     dfs_lo = np.empty(256, np.int64)
     dfs_hi = np.empty(256, np.int64)
+    follow = np.zeros(256, np.bool_)
+    most_pushed = 0
     for s in range(real_frames.shape[0]):
         items, n_items = _push_item(items, n_items, real_frames[s, 0], -1, s, 1, real_depth[s], 0)
     dfs_node[0] = 0
@@ -202,6 +222,7 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
             closure, n_cl = _push_item(closure, n_cl, items[i, 0], items[i, 1], items[i, 2], items[i, 3],
                                        items[i, 4], 0)
         pool_mark = n_pool
+        left = False
         i = 0
         while i < n_cl:
             g = closure[i, 0]
@@ -210,6 +231,7 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
             p = closure[i, 3]
             d = closure[i, 4]
             i += 1
+            most_pushed = max(most_pushed, d - real_depth[s])
             for k in range(call_ptr[g], call_ptr[g + 1]):
                 if call_tail[k]:
                     closure, n_cl = _push_item(closure, n_cl, call_start[k], link, s, p, d, 0)
@@ -233,16 +255,24 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
                 elif p < real_count[s]:
                     closure, n_cl = _push_item(closure, n_cl, real_frames[s, p], -1, s, p + 1, d - 1, 0)
                 elif real_cut[s]:
-                    return WALK_GAVE_UP
+                    if not frame_mode:
+                        return WALK_GAVE_UP, most_pushed
+                    if v != 0:
+                        if not left:
+                            follow[:] = False
+                            left = True
+                        follow |= leave_bytes[leave_row[g]]
         work += n_cl
         if work > max_work:
-            return WALK_GAVE_UP
+            return WALK_GAVE_UP, most_pushed
         n_items = lo  # this node's set is consumed; the sets above it belong to nodes already walked
         for k in range(child_start[v], child_end[v]):
             c = child_node[k]
+            b = child_byte[k]
             if not _has_candidate(candidate_pos, node_tok_start, sub_tok_end, c):
                 continue
-            b = child_byte[k]
+            if left and follow[b]:
+                _set_bits(uncertain_words, node_toks, token_ids, node_tok_start[c], sub_tok_end[c])
             first = n_items
             for j in range(n_cl):
                 g = closure[j, 0]
@@ -264,4 +294,4 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
             dfs_lo[top] = first
             dfs_hi[top] = n_items
             top += 1
-    return WALK_DONE
+    return WALK_DONE, most_pushed

@@ -23,6 +23,10 @@ from leapgen.compiler.token_slices import LOOP, UNBOUNDED, TokenSlice, build_sli
 from leapgen.vocab import TokenizerInfo
 
 _NO_SINKS = np.zeros(0, np.bool_)
+_ONE_FRAME = np.ones(1, np.int32)
+_CUT = np.ones(1, np.bool_)
+_NO_DEPTH_LIMIT = 1 << 40
+_NO_WORK_LIMIT = 1 << 60
 
 
 def sink_states(trans_flat: np.ndarray) -> np.ndarray:
@@ -93,10 +97,10 @@ class TokenIndex:
         one = self.empty_words()
         one[self._row_ids[0] >> 5] = np.uint32(1) << np.uint32(self._row_ids[0] & 31)
         self.lazy_token_walk(0, lambda state, byte: None, one)
-        self.frame_sets(loop, 0, np.zeros(1, np.int32), np.ones((1, 256), np.bool_), live)
         none = np.zeros(0, np.int32)
         automaton = (loop, np.ones(1, np.bool_), np.ones(1, np.bool_), np.zeros(2, np.int32), none, none,
-                     np.zeros(0, np.bool_))
+                     np.zeros(0, np.bool_), np.zeros(1, np.int32), np.ones((1, 256), np.bool_))
+        self.frame_sets(automaton, 0, live)
         stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))
         self.pushdown_walk(automaton, stacks, 8, one)
 
@@ -164,54 +168,65 @@ class TokenIndex:
             np.bitwise_or.at(words, chosen >> 5, (np.uint32(1) << (chosen & 31).astype(np.uint32)))
         return a, b
 
-    def frame_sets(self, trans_flat: np.ndarray, state: int, leave_row: np.ndarray, leave_bytes: np.ndarray,
-                   live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Sort every token from state ``state`` of one rule of a pushdown automaton.
+    def frame_sets(self, automaton: tuple, state: int, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
 
         Parameters
         ----------
-        trans_flat : numpy.ndarray
-            int32, ``(n_states * 256,)``: byte transitions (the rule's states
-            never lead out of the rule), ``-1`` dead.
+        automaton : tuple of numpy.ndarray
+            ``(trans_flat, has_bytes, accepting, call_ptr, call_start,
+            call_ret, call_tail, leave_row, leave_bytes)`` over global states
+            (see :func:`~leapgen.compiler.pda_kernels.pda_walk`).
         state : int
-            The top frame's state.
-        leave_row, leave_bytes : numpy.ndarray
-            int32 ``(n_states,)`` and bool ``(m, 256)``: a frame in state
-            ``q`` may leave its rule (call or return) and go on with byte
-            ``b`` when ``leave_row[q] >= 0 and leave_bytes[leave_row[q], b]``.
+            The frame's global state.
         live : numpy.ndarray
             int8, ``(n_states,)``, all ones (the token slices' state classes).
 
         Returns
         -------
         certain, uncertain : numpy.ndarray
-            Fresh uint32 bitsets, ``(ceil(vocab_size / 32),)``: tokens whose
-            bytes all stay inside the rule (valid whatever the stack below),
-            and tokens that die inside the rule after they could have left it
-            (not at ``state`` itself), to be checked against the real stacks
-            (see :func:`~leapgen.compiler.pda_kernels.frame_walk`).
+            Fresh uint32 bitsets, ``(ceil(vocab_size / 32),)``: tokens the
+            frame's rule (with its callees) consumes whole, valid whatever
+            the stack below; and tokens that may go on only after the rule
+            returned, to be checked against the real stacks.
+        pushed : int
+            The most frames a certain token may push above the frame.
         """
+        trans_flat, leave_row, leave_bytes = automaton[0], automaton[7], automaton[8]
         if not self.use_trie:
-            return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes)
+            return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes) + (0,)
         certain, uncertain = self.empty_words(), self.empty_words()
         trie, ids = self._trie, self._row_ids
         i, k, _ = first_slice(trans_flat, state, live, *self._char_dfas)
         if i >= 0:
             if k == LOOP and leave_row[state] >= 0:
-                k = UNBOUNDED  # the remainder trie walks from after the prefix, where leaving is possible
+                k = UNBOUNDED  # the remainder trie walks from after the prefix, where other paths may be open
             words, sliced, sliced_ids = self.token_slices[i].split(k)
             if words is not None:
                 certain[:] = words
             if sliced is not None:
                 trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes, *trie, ids, certain, uncertain)
-        return certain, uncertain
+        if not uncertain.any():
+            return certain, uncertain, 0
+        # refine: follow calls through the callees, with the stack below the frame unknown
+        pos = pda_kernels.candidate_positions(uncertain, self._trie_pos)
+        stacks = (np.full((1, 1), state, np.int32), _ONE_FRAME, _CUT, _ONE_FRAME)
+        through, after = self.empty_words(), self.empty_words()
+        _, pushed = pda_kernels.pda_walk(*automaton, *stacks, _NO_DEPTH_LIMIT, _NO_WORK_LIMIT, True, *self._trie,
+                                         self._row_ids, pos, uncertain, through, after)
+        certain |= through
+        uncertain &= after & ~certain
+        return certain, uncertain, pushed
 
     def _frame_sets_columns(self, trans_flat: np.ndarray, state: int, leave_row: np.ndarray,
                             leave_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`frame_sets` without the trie kernels: the column walk over a
-        table of three copies of the states (at the start; has not left yet;
-        may have left) and an "unknown" sink."""
+        """:meth:`frame_sets` without the trie kernels (certain and uncertain
+        tokens; a coarser split, as exact in the end): a token is certain when
+        its bytes stay inside the frame's own rule, uncertain when it dies
+        there after it could have left the rule (call or return). The column
+        walk over a table of three copies of the states (at the start; has
+        not left yet; may have left) and an "unknown" sink."""
         trans = trans_flat.reshape(-1, 256).astype(np.int64)
         n = len(trans)
         alive = trans >= 0
@@ -296,9 +311,7 @@ class TokenIndex:
         Parameters
         ----------
         automaton : tuple of numpy.ndarray
-            ``(trans_flat, has_bytes, accepting, call_ptr, call_start,
-            call_ret, call_tail)`` over global states (see
-            :func:`~leapgen.compiler.pda_kernels.pda_walk`).
+            As :meth:`frame_sets`.
         stacks : tuple of numpy.ndarray
             ``(frames, count, cut, depth)`` from :meth:`Pda.stack_arrays`.
         max_depth : int
@@ -319,8 +332,8 @@ class TokenIndex:
             return None
         pos = pda_kernels.candidate_positions(candidates, self._trie_pos)
         out = self.empty_words()
-        status = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, *self._trie, self._row_ids, pos,
-                                      candidates, out)
+        status, _ = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, False, *self._trie,
+                                         self._row_ids, pos, candidates, out, out)
         return out if status == pda_kernels.WALK_DONE else None
 
     def _sorted_walk(self, start: Hashable, step, ids: np.ndarray) -> np.ndarray:
