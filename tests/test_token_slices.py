@@ -5,8 +5,8 @@ Every DFA state of grammars built around the slice's boundaries (strings with
 character, patterns where some characters live and others die) gets the
 same token sets from an index with slices as from one without (the plain
 trie walk, itself checked against a brute force in ``test_mask_exactness``),
-under the grammar's classes and under made-up ones (a context DFA's
-certain / uncertain split). The slice's limit is checked where it is known:
+under the grammar's classes and under made-up ones (a two-way split, as
+context-free frames use). The slice's limit is checked where it is known:
 the number of characters left.
 """
 
@@ -145,29 +145,3 @@ def test_char_class_must_be_one_character():
     with pytest.raises(ValueError, match="prefix-free"):
         token_slices.build_slice(np.zeros((1, 1), np.uint8), np.ones(1, np.int32), np.zeros(1, np.int32),
                                  np.zeros(1, np.int32), 1, "plus", ir.plus(token_slices.JSON_STRING_CHAR))
-
-
-@pytest.mark.parametrize("family", ["gpt2"])
-def test_sink_states_sort_whole_subtrees(grammar_compiler, family):
-    """A context DFA's "unknown" state (every byte loops back) sorts its subtree
-    at once: same sets as without the shortcut, with and without slices."""
-    from leapgen.compiler.token_index import sink_states
-
-    g = grammar_compiler(family).compile_json_schema(SCHEMA, any_whitespace=False)
-    trans = np.concatenate((g.dfa.trans, np.zeros((1, 256), np.int32)))
-    unknown = g.n_states
-    trans[unknown] = unknown
-    rng = np.random.default_rng(1)
-    dead = np.argwhere(trans[:unknown] < 0)
-    picked = dead[rng.choice(len(dead), len(dead) // 50, replace=False)]
-    trans[picked[:, 0], picked[:, 1]] = unknown  # some dead bytes now lead into the unknown
-    flat = np.ascontiguousarray(trans.reshape(-1))
-    sinks = sink_states(flat)
-    assert np.flatnonzero(sinks).tolist() == [unknown]
-    index, plain = g.token_index, plain_index(family)
-    for classes in made_up_classes(len(trans), 2) + [np.ones(len(trans), np.int8)]:
-        for s in list(range(0, g.n_states, 7)) + [unknown]:
-            want = plain.token_sets(flat, s, classes)
-            for idx in (index, plain):
-                got = idx.token_sets(flat, s, classes, sinks)
-                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), s

@@ -40,7 +40,8 @@ WALK_GAVE_UP = 1
 
 @_jit
 def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end, child_byte, child_node,
-               node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, words_certain, words_uncertain):
+               node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids,
+               words_certain, words_uncertain):
     """Sort the trie's tokens from state ``start`` of a rule's byte DFA.
 
     ``trans_flat`` (int32 ``(n * 256,)``, ``-1`` dead) holds the rule's byte
@@ -51,36 +52,31 @@ def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end
     could have left the rule (not at ``start`` itself: leaving there is the
     other expanded frames' business) is set in ``words_uncertain``, with
     every token of the trie subtree where it died. Mutates both bitsets.
+    The trie's linear layout is scanned as in
+    :func:`~leapgen.compiler.trie_kernels.trie_walk`.
     """
-    stack_node = np.empty(4096, np.int32)
-    stack_state = np.empty(4096, np.int32)
-    stack_flag = np.empty(4096, np.bool_)
-    stack_node[0] = 0
-    stack_state[0] = start
-    stack_flag[0] = False
-    top = 1
-    while top > 0:
-        top -= 1
-        v = stack_node[top]
-        s = stack_state[top]
-        left = stack_flag[top]
+    n = node_byte.shape[0]
+    size = node_depth.max() + 2 if n else 2
+    state_at = np.empty(size, np.int32)
+    left_at = np.zeros(size, np.bool_)  # the prefix could have left the rule
+    state_at[0] = start
+    v = 1
+    while v < n:
+        d = node_depth[v]
+        s = state_at[d - 1]
+        b = node_byte[v]
+        row = leave_row[s] if d > 1 else -1
+        left = left_at[d - 1] or (row >= 0 and leave_bytes[row, b])
+        nxt = trans_flat[s * 256 + b]
+        if nxt < 0:
+            if left:
+                _set_bits(words_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
+            v = node_end[v]
+            continue
+        state_at[d] = nxt
+        left_at[d] = left
         _set_bits(words_certain, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
-        row = leave_row[s] if v != 0 else -1
-        base = s * 256
-        for k in range(child_start[v], child_end[v]):
-            b = child_byte[k]
-            may_leave = left or (row >= 0 and leave_bytes[row, b])
-            nxt = trans_flat[base + b]
-            c = child_node[k]
-            if nxt >= 0:
-                if top >= stack_node.shape[0]:
-                    stack_node, stack_state, stack_flag = _grow(stack_node), _grow(stack_state), _grow(stack_flag)
-                stack_node[top] = c
-                stack_state[top] = nxt
-                stack_flag[top] = may_leave
-                top += 1
-            elif may_leave:
-                _set_bits(words_uncertain, node_toks, token_ids, node_tok_start[c], sub_tok_end[c])
+        v += 1
 
 
 #: ``_BIT_OF_MOD37[(1 << b) % 37] == b`` for b < 32 (the powers of two are distinct modulo 37).
@@ -140,8 +136,8 @@ def _push_item(buf, n, gs, link, s, p, d, lo):
 @_jit
 def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, leave_row, leave_bytes,
              real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
-             child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
-             candidate_words, out_words, uncertain_words):
+             child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth,
+             node_end, token_ids, candidate_pos, candidate_words, out_words, uncertain_words):
     """Walk tokens through a pushdown configuration (see the module docstring).
 
     Parameters (all numpy arrays unless said)

@@ -22,22 +22,10 @@ from leapgen.compiler import pda_kernels, trie_kernels
 from leapgen.compiler.token_slices import LOOP, UNBOUNDED, TokenSlice, build_slices, first_slice, pack_char_dfas
 from leapgen.vocab import TokenizerInfo
 
-_NO_SINKS = np.zeros(0, np.bool_)
 _ONE_FRAME = np.ones(1, np.int32)
 _CUT = np.ones(1, np.bool_)
 _NO_DEPTH_LIMIT = 1 << 40
 _NO_WORK_LIMIT = 1 << 60
-
-
-def sink_states(trans_flat: np.ndarray) -> np.ndarray:
-    """bool ``(n_states,)``: the states of a byte DFA (int32 ``(n_states * 256,)``
-    transitions) that every byte leads back to, such as a context DFA's
-    "unknown" state."""
-    trans = trans_flat.reshape(-1, 256)
-    out = np.zeros(len(trans), np.bool_)
-    maybe = np.flatnonzero(trans[:, 0] == np.arange(len(trans)))  # byte 0 first: few states pass
-    out[maybe] = (trans[maybe] == maybe[:, None]).all(axis=1)
-    return out
 
 
 class TokenIndex:
@@ -93,7 +81,6 @@ class TokenIndex:
         loop = np.zeros(256, np.int32)  # every byte leads back to state 0
         live = np.ones(1, np.int8)
         self.token_sets(loop, 0, live)
-        self.token_sets(loop, 0, live, sink_states(loop))
         one = self.empty_words()
         one[self._row_ids[0] >> 5] = np.uint32(1) << np.uint32(self._row_ids[0] & 31)
         self.lazy_token_walk(0, lambda state, byte: None, one)
@@ -118,8 +105,7 @@ class TokenIndex:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""
         return np.zeros(self.bitmask_words, np.uint32)
 
-    def token_sets(self, trans_flat: np.ndarray, state: int, state_class: np.ndarray,
-                   sinks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def token_sets(self, trans_flat: np.ndarray, state: int, state_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Walk every token from ``state`` and sort them by where they end.
 
         Parameters
@@ -131,9 +117,6 @@ class TokenIndex:
         state_class : numpy.ndarray
             int8, ``(n_states,)``: 1 or 2 for the set a token ending in that
             state goes to, 0 for neither.
-        sinks : numpy.ndarray, optional
-            bool, ``(n_states,)``: states every byte leads back to (see
-            :func:`sink_states`); a token reaching one is sorted at once.
 
         Returns
         -------
@@ -158,8 +141,7 @@ class TokenIndex:
                     (a if target == 1 else b)[:] = words
                 if sliced is not None:
                     trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
-            trie_kernels.trie_walk(trans_flat, state, state_class, _NO_SINKS if sinks is None else sinks, *trie,
-                                   ids, a, b)
+            trie_kernels.trie_walk(trans_flat, state, state_class, *trie, ids, a, b)
             return a, b
         ids, ends = self._column_walk(trans_flat, state)
         cls = state_class[ends]

@@ -32,12 +32,15 @@ def build_trie(byte_matrix, lengths, order):
     """Build a trie of tokens given in lexicographic ``order``.
 
     Returns (child_start, child_end, child_byte, child_node, node_tok_start,
-    node_tok_end, node_toks, sub_tok_end) as int32 arrays; node 0 is the root;
-    the children of node ``n`` are ``child_node[child_start[n]:child_end[n]]``,
-    the tokens (rows of ``byte_matrix``) ending at ``n`` are
+    node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end)
+    as int32 arrays (``node_byte`` uint8); node 0 is the root; the children
+    of node ``n`` are ``child_node[child_start[n]:child_end[n]]``, the tokens
+    (rows of ``byte_matrix``) ending at ``n`` are
     ``node_toks[node_tok_start[n]:node_tok_end[n]]``, and those ending in its
     subtree ``node_toks[node_tok_start[n]:sub_tok_end[n]]`` (nodes are in
-    preorder, tokens in lexicographic order).
+    preorder, tokens in lexicographic order). The linear layout: node ``n``
+    is entered with byte ``node_byte[n]`` at depth ``node_depth[n]``, and its
+    subtree is the nodes ``n:node_end[n]``.
     """
     n_tok = order.shape[0]
     total = 1
@@ -97,8 +100,12 @@ def build_trie(byte_matrix, lengths, order):
         v = tok_node[i]
         node_toks[node_tok_end[v]] = order[i]
         node_tok_end[v] += 1
-    sub_tok_end = _subtree_token_end(child_start, child_end, child_node, node_tok_start, n_tok)
-    return child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end
+    node_end, sub_tok_end = _subtree_ends(child_start, child_end, child_node, node_tok_start, n_tok)
+    depth = np.zeros(n_nodes, np.int32)
+    for v in range(1, n_nodes):
+        depth[v] = depth[parent[v]] + 1
+    return (child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end,
+            byte[:n_nodes].astype(np.uint8), depth, node_end)
 
 
 @_jit
@@ -110,52 +117,42 @@ def _set_bits(words, node_toks, token_ids, lo, hi):
 
 
 @_jit
-def trie_walk(trans_flat, start, state_class, sink, child_start, child_end, child_byte, child_node,
-              node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, words_a, words_b):
+def trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte, child_node, node_tok_start,
+              node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids, words_a, words_b):
     """Walk the token trie from DFA state ``start``; mutates ``words_a``/``words_b``.
 
     A token whose bytes all have transitions ends in some state ``q``: its
     bit is set in ``words_a`` when ``state_class[q] == 1`` and in ``words_b``
     when ``state_class[q] == 2`` (class 0: not set). Words are uint32, bit
-    ``id % 32`` of word ``id // 32``. ``sink`` (bool per state, or empty):
-    states that every byte leads back to, where a whole subtree is set at
-    once.
+    ``id % 32`` of word ``id // 32``. The nodes are scanned in preorder, a
+    dead prefix skipping its subtree (the layout of llguidance's token trie:
+    sequential reads, no stack).
     """
-    stack_node = np.empty(4096, np.int32)
-    stack_state = np.empty(4096, np.int32)
-    top = 0
-    stack_node[0] = 0
-    stack_state[0] = start
-    top = 1
-    while top > 0:
-        top -= 1
-        v = stack_node[top]
-        s = stack_state[top]
-        c = state_class[s]
-        if sink.shape[0] and sink[s]:
-            if c != 0:
-                _set_bits(words_a if c == 1 else words_b, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
+    n = node_byte.shape[0]
+    state_at = np.empty(node_depth.max() + 2 if n else 2, np.int32)
+    state_at[0] = start
+    v = 1
+    while v < n:
+        d = node_depth[v]
+        nxt = trans_flat[state_at[d - 1] * 256 + node_byte[v]]
+        if nxt < 0:
+            v = node_end[v]
             continue
+        state_at[d] = nxt
+        c = state_class[nxt]
         if c != 0:
             _set_bits(words_a if c == 1 else words_b, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
-        base = s * 256
-        for k in range(child_start[v], child_end[v]):
-            nxt = trans_flat[base + child_byte[k]]
-            if nxt >= 0:
-                if top >= stack_node.shape[0]:
-                    stack_node, stack_state = _grow(stack_node), _grow(stack_state)
-                stack_node[top] = child_node[k]
-                stack_state[top] = nxt
-                top += 1
+        v += 1
 
 
 @_jit
-def _subtree_token_end(child_start, child_end, child_node, node_tok_start, n_tok):
-    """int32 ``(n_nodes,)``: for each trie node ``v``, the end of the range of
-    ``node_toks`` positions ending in ``v``'s subtree, which starts at
+def _subtree_ends(child_start, child_end, child_node, node_tok_start, n_tok):
+    """int32 ``(n_nodes,)`` twice: for each trie node ``v``, one past the last
+    node of its subtree (nodes are in preorder), and the end of the range of
+    ``node_toks`` positions ending in its subtree, which starts at
     ``node_tok_start[v]``."""
     n_nodes = child_start.shape[0]
-    end_node = np.empty(n_nodes, np.int32)  # one past the last node of the subtree, in preorder
+    end_node = np.empty(n_nodes, np.int32)
     out = np.empty(n_nodes, np.int32)
     for v in range(n_nodes - 1, -1, -1):
         e = v + 1
@@ -163,7 +160,7 @@ def _subtree_token_end(child_start, child_end, child_node, node_tok_start, n_tok
             e = max(e, end_node[child_node[k]])
         end_node[v] = e
         out[v] = node_tok_start[e] if e < n_nodes else n_tok
-    return out
+    return end_node, out
 
 
 @_jit
@@ -181,8 +178,8 @@ def _grow(a):
 
 @_jit
 def lazy_trie_walk(rows, stack_node, stack_state, n_stack, child_start, child_end, child_byte, child_node,
-                   node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos, candidate_words,
-                   out_words):
+                   node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids,
+                   candidate_pos, candidate_words, out_words):
     """Walk the trie's candidate tokens through an automaton built lazily.
 
     ``rows[q, b]`` is the next state, ``-1`` dead, ``-2`` not computed yet.
