@@ -61,11 +61,11 @@ def test_trie_fallback_and_literal_walks_agree(grammar_compiler, family, grammar
             got = index.lazy_token_walk(config, compiled.step, candidates)
             assert np.array_equal(got, fallback.lazy_token_walk(config, compiled.step, candidates)), prefix
             pda = compiled.pda
-            kernel = index.pushdown_walk(compiled._automaton, pda.stack_arrays(config, 256), pda.max_stack_depth,
-                                         candidates)
+            kernel, _, _ = index.pushdown_walk(compiled._automaton, pda.stack_arrays(config, 256),
+                                               pda.max_stack_depth, candidates)
             assert kernel is not None and np.array_equal(kernel, got), prefix
-            short = index.pushdown_walk(compiled._automaton, pda.stack_arrays(config, 1), pda.max_stack_depth,
-                                        candidates)
+            short, _, _ = index.pushdown_walk(compiled._automaton, pda.stack_arrays(config, 1),
+                                              pda.max_stack_depth, candidates)
             assert short is None or np.array_equal(short, got), prefix
             gave_up |= short is None
             sample = rng.choice(ids, 400, replace=False)
@@ -97,3 +97,18 @@ def test_masks_without_the_trie_kernels_agree(grammar_compiler, family, grammar)
             config = compiled.walk(m.state, data)
             if config is not None:
                 assert np.array_equal(compiled.bitmask_row(config)[0], slow.bitmask_row(config)[0]), (prefix, data)
+
+
+@pytest.mark.parametrize("family", ["gpt2"])
+def test_walk_results_are_reused_across_depths(grammar_compiler, family):
+    """The pushdown walk of a string inside 1..12 nested arrays reads only the top frames: one result
+    serves every depth, and each mask equals a grammar's that computed it afresh."""
+    from leapgen.compiler.compiled_cfg import ContextFreeGrammar
+
+    compiled = grammar_compiler(family).compile_grammar(JSON_GBNF)
+    before = len(compiled._walks)
+    for depth in range(1, 13):
+        config = compiled.walk(compiled.start_state, b"[" * depth + b'"ab')
+        fresh = ContextFreeGrammar(compiled.pda, compiled.tokenizer_info, compiled.token_index, kind="ebnf")
+        assert np.array_equal(compiled.bitmask_row(config)[0], fresh.bitmask_row(config)[0]), depth
+    assert len(compiled._walks) - before <= 3

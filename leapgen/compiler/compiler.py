@@ -13,7 +13,7 @@ from leapgen.automata import DEFAULT_MAX_STATES, compile_dfa
 from leapgen.automata.limits import time_limit
 from leapgen.automata.pda import DEFAULT_MAX_STACK_DEPTH, Pda
 from leapgen.compiler.compiled import DEFAULT_MASK_CACHE_BYTES, CompiledGrammar, RegularGrammar
-from leapgen.compiler.compiled_cfg import ContextFreeGrammar
+from leapgen.compiler.compiled_cfg import EAGER_FRAMES, ContextFreeGrammar
 from leapgen.compiler.disk_cache import DiskCache
 from leapgen.compiler.service import CompileCache
 from leapgen.compiler.token_index import TokenIndex
@@ -326,6 +326,8 @@ class GrammarCompiler:
         if isinstance(node, ir.Grammar):
             pda = Pda(node, max_states=self.max_states, max_stack_depth=self.max_stack_depth)
             compiled: CompiledGrammar = ContextFreeGrammar(pda, self.tokenizer_info, self.token_index, **common)
+            if int(pda.has_bytes_flat.sum()) <= EAGER_FRAMES:
+                compiled.sort_all_frames()
         else:
             dfa = compile_dfa(node, max_states=self.max_states)
             if dfa.is_empty:

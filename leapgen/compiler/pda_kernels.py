@@ -176,10 +176,14 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
 
     Returns
     -------
-    (int, int)
+    (int, int, int)
         :data:`WALK_DONE` or :data:`WALK_GAVE_UP` (``out_words`` is then
-        incomplete), and the most frames the walk pushed above the stacks
-        handed over (a bound for every token accepted).
+        incomplete); the most frames the walk pushed above the stacks handed
+        over (a bound for every token accepted); and how many frames of each
+        stack, from the top, the walk read (one more than a stack holds where
+        it tried to pop past its bottom): any configuration whose stacks
+        agree that deep, and stay ``pushed`` frames under ``max_depth``, gets
+        the same result.
 
     Notes
     -----
@@ -200,6 +204,7 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
     dfs_hi = np.empty(256, np.int64)
     follow = np.zeros(256, np.bool_)
     most_pushed = 0
+    deepest = 1  # real frames read (or, one past a stack's bottom, tried to read)
     for s in range(real_frames.shape[0]):
         items, n_items = _push_item(items, n_items, real_frames[s, 0], -1, s, 1, real_depth[s], 0)
     dfs_node[0] = 0
@@ -248,11 +253,13 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
             if accepting[g]:
                 if link >= 0:
                     closure, n_cl = _push_item(closure, n_cl, pool_state[link], pool_parent[link], s, p, d - 1, 0)
-                elif p < real_count[s]:
+                    continue
+                deepest = max(deepest, p + 1)
+                if p < real_count[s]:
                     closure, n_cl = _push_item(closure, n_cl, real_frames[s, p], -1, s, p + 1, d - 1, 0)
                 elif real_cut[s]:
                     if not frame_mode:
-                        return WALK_GAVE_UP, most_pushed
+                        return WALK_GAVE_UP, most_pushed, deepest
                     if v != 0:
                         if not left:
                             follow[:] = False
@@ -260,7 +267,7 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
                         follow |= leave_bytes[leave_row[g]]
         work += n_cl
         if work > max_work:
-            return WALK_GAVE_UP, most_pushed
+            return WALK_GAVE_UP, most_pushed, deepest
         n_items = lo  # this node's set is consumed; the sets above it belong to nodes already walked
         for k in range(child_start[v], child_end[v]):
             c = child_node[k]
@@ -290,4 +297,4 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
             dfs_lo[top] = first
             dfs_hi[top] = n_items
             top += 1
-    return WALK_DONE, most_pushed
+    return WALK_DONE, most_pushed, deepest

@@ -195,8 +195,8 @@ class TokenIndex:
         pos = pda_kernels.candidate_positions(uncertain, self._trie_pos)
         stacks = (np.full((1, 1), state, np.int32), _ONE_FRAME, _CUT, _ONE_FRAME)
         through, after = self.empty_words(), self.empty_words()
-        _, pushed = pda_kernels.pda_walk(*automaton, *stacks, _NO_DEPTH_LIMIT, _NO_WORK_LIMIT, True, *self._trie,
-                                         self._row_ids, pos, uncertain, through, after)
+        _, pushed, _ = pda_kernels.pda_walk(*automaton, *stacks, _NO_DEPTH_LIMIT, _NO_WORK_LIMIT, True, *self._trie,
+                                            self._row_ids, pos, uncertain, through, after)
         certain |= through
         uncertain &= after & ~certain
         return certain, uncertain, pushed
@@ -287,7 +287,7 @@ class TokenIndex:
             nodes, at = nodes.copy(), at.copy()
 
     def pushdown_walk(self, automaton: tuple, stacks: tuple, max_depth: int, candidates: np.ndarray,
-                      max_work: int = 1_000_000) -> np.ndarray | None:
+                      max_work: int = 1_000_000) -> tuple[np.ndarray | None, int, int]:
         """Which candidate tokens a pushdown configuration accepts, walked in one numba kernel.
 
         Parameters
@@ -305,18 +305,22 @@ class TokenIndex:
 
         Returns
         -------
-        numpy.ndarray or None
+        words : numpy.ndarray or None
             A fresh uint32 bitset (a subset of ``candidates``), or None when
             the kernel gave up (a token pops below the frames given, or the
             work limit): use :meth:`lazy_token_walk`. None too without numba.
+        pushed, read : int
+            What the result depends on (see
+            :func:`~leapgen.compiler.pda_kernels.pda_walk`): the most frames
+            pushed, and the frames of each stack read from the top.
         """
         if not self.use_trie:
-            return None
+            return None, 0, 0
         pos = pda_kernels.candidate_positions(candidates, self._trie_pos)
         out = self.empty_words()
-        status, _ = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, False, *self._trie,
-                                         self._row_ids, pos, candidates, out, out)
-        return out if status == pda_kernels.WALK_DONE else None
+        status, pushed, read = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, False, *self._trie,
+                                                    self._row_ids, pos, candidates, out, out)
+        return (out if status == pda_kernels.WALK_DONE else None), pushed, read
 
     def _sorted_walk(self, start: Hashable, step, ids: np.ndarray) -> np.ndarray:
         """:meth:`lazy_token_walk` without the trie kernels."""
