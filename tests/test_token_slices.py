@@ -113,7 +113,7 @@ def test_narrower_classes_apply_where_the_wider_do_not(grammar_compiler, family)
         got = {sl.name: sl.limit(g.trans_flat, s, live)[0] for sl in g.token_index.token_slices}
         wide = -1 if n < 15 else 0  # all the class's characters die at the end
         assert got == {"json_string": wide, "json_string_dot": wide, "alpha_space": wide,
-                       "alnum": 15 - n, "lower_alnum": 15 - n}, n
+                       "alnum": 15 - n, "lower_alnum": 15 - n, "lower": 15 - n}, n
     g = grammar_compiler(family).compile_regex(r"[a-z0-9]{0,40}")  # a small slice beyond its exact limits
     sl = slice_named(g.token_index, "lower_alnum")
     assert sl.limit(g.trans_flat, g.start_state, np.ones(g.n_states, np.int8))[0] == token_slices.MORE

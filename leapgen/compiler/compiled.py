@@ -170,6 +170,7 @@ class RegularGrammar(CompiledGrammar):
         self._forced_bytes_of = np.where((out_degree == 1) & ~dfa.accepting, only_byte, -1).tolist()
         self._accepting_list = dfa.accepting.tolist()
         self._all_live = np.ones(dfa.n_states, np.int8)  # a trimmed DFA: every state can still finish
+        self._slice_memo = np.full(dfa.n_states, -1, np.int32)
 
     @property
     def n_states(self) -> int:
@@ -191,7 +192,7 @@ class RegularGrammar(CompiledGrammar):
         return self._accepting_list[state]
 
     def _allowed_bits(self, state: int) -> np.ndarray:
-        words, _ = self.token_index.token_sets(self.trans_flat, state, self._all_live)
+        words, _ = self.token_index.token_sets(self.trans_flat, state, self._all_live, self._slice_memo)
         return words
 
     def _forced_byte(self, state: int) -> int:

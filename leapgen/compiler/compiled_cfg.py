@@ -52,6 +52,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self._walk_reads: dict[frozenset, set[int]] = {}
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
+        self._slice_memo = np.full(len(pda.has_bytes_flat), -1, np.int32)
         self._automaton = (pda.trans_flat, pda.has_bytes_flat, pda.accepting_flat, pda.call_ptr, pda.call_start,
                            pda.call_ret, pda.call_tail, pda.leave_row, pda.leave_bytes)
 
@@ -108,8 +109,11 @@ class ContextFreeGrammar(CompiledGrammar):
         g = self._base[rule] + state
         got = self._frame_tokens.get(g)
         if got is None:
-            got = self._frame_tokens[g] = self.token_index.frame_sets(self._automaton, g, self._live)
+            got = self._frame_tokens[g] = self._sort_frame(g)
         return got
+
+    def _sort_frame(self, g: int) -> tuple[np.ndarray, np.ndarray, int]:
+        return self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo)
 
     def sort_all_frames(self) -> None:
         """Sort the tokens of every frame now (see :data:`EAGER_FRAMES`); mutates the frame cache only.
@@ -122,7 +126,7 @@ class ContextFreeGrammar(CompiledGrammar):
         for g in np.flatnonzero(self.pda.has_bytes_flat).tolist():
             check_deadline("sorting the tokens of every grammar state")
             if g not in self._frame_tokens:
-                self._frame_tokens[g] = self.token_index.frame_sets(self._automaton, g, self._live)
+                self._frame_tokens[g] = self._sort_frame(g)
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
         certain = self.token_index.empty_words()

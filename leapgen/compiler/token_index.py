@@ -22,6 +22,7 @@ from leapgen.compiler import pda_kernels, trie_kernels
 from leapgen.compiler.token_slices import LOOP, UNBOUNDED, TokenSlice, build_slices, first_slice, pack_char_dfas
 from leapgen.vocab import TokenizerInfo
 
+_NO_MEMO = np.zeros(0, np.int32)
 _ONE_FRAME = np.ones(1, np.int32)
 _CUT = np.ones(1, np.bool_)
 _NO_DEPTH_LIMIT = 1 << 40
@@ -105,7 +106,8 @@ class TokenIndex:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""
         return np.zeros(self.bitmask_words, np.uint32)
 
-    def token_sets(self, trans_flat: np.ndarray, state: int, state_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def token_sets(self, trans_flat: np.ndarray, state: int, state_class: np.ndarray,
+                   slice_memo: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Walk every token from ``state`` and sort them by where they end.
 
         Parameters
@@ -117,6 +119,10 @@ class TokenIndex:
         state_class : numpy.ndarray
             int8, ``(n_states,)``: 1 or 2 for the set a token ending in that
             state goes to, 0 for neither.
+        slice_memo : numpy.ndarray, optional
+            int32 ``(n_states,)``, -1 filled, kept by the caller for this DFA
+            and these classes (mutated: see
+            :func:`~leapgen.compiler.token_slices.first_slice`).
 
         Returns
         -------
@@ -134,7 +140,8 @@ class TokenIndex:
         a, b = self.empty_words(), self.empty_words()
         if self.use_trie:
             trie, ids = self._trie, self._row_ids
-            i, k, target = first_slice(trans_flat, state, state_class, *self._char_dfas)
+            i, k, target = first_slice(trans_flat, state, state_class, _NO_MEMO if slice_memo is None else slice_memo,
+                                       *self._char_dfas)
             if i >= 0:
                 words, sliced, sliced_ids = self.token_slices[i].split(k)
                 if words is not None:
@@ -150,7 +157,8 @@ class TokenIndex:
             np.bitwise_or.at(words, chosen >> 5, (np.uint32(1) << (chosen & 31).astype(np.uint32)))
         return a, b
 
-    def frame_sets(self, automaton: tuple, state: int, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    def frame_sets(self, automaton: tuple, state: int, live: np.ndarray,
+                   slice_memo: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
 
         Parameters
@@ -163,6 +171,8 @@ class TokenIndex:
             The frame's global state.
         live : numpy.ndarray
             int8, ``(n_states,)``, all ones (the token slices' state classes).
+        slice_memo : numpy.ndarray, optional
+            As :meth:`token_sets` (mutated).
 
         Returns
         -------
@@ -179,7 +189,8 @@ class TokenIndex:
             return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes) + (0,)
         certain, uncertain = self.empty_words(), self.empty_words()
         trie, ids = self._trie, self._row_ids
-        i, k, _ = first_slice(trans_flat, state, live, *self._char_dfas)
+        i, k, _ = first_slice(trans_flat, state, live, _NO_MEMO if slice_memo is None else slice_memo,
+                              *self._char_dfas)
         if i >= 0:
             if k == LOOP and leave_row[state] >= 0:
                 k = UNBOUNDED  # the remainder trie walks from after the prefix, where other paths may be open

@@ -58,6 +58,8 @@ SLICE_CHAR_CLASSES = {
     # identifiers, keys, slugs, hosts: patterns such as [A-Za-z_][A-Za-z0-9_-]* or [a-z0-9.-]+
     "alnum": ir.charset([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)]),
     "lower_alnum": ir.charset([(0x30, 0x39), (0x61, 0x7A)]),
+    # lowercase words ([a-z]+, [a-z]{1,12}): sentences, slugs, enum-like patterns
+    "lower": ir.charset([(0x61, 0x7A)]),
 }
 """The slices built for every vocabulary (name -> one character). Each state
 uses its first applicable slice, biggest first; a slice applies where its
@@ -132,7 +134,7 @@ class TokenSlice:
             module docstring), the slice's tokens allowed ending in class
             ``target`` (0 when ``k == 0``).
         """
-        return slice_limit(trans_flat, state, state_class, 0, *self.char_dfa)
+        return slice_limit(trans_flat, state, state_class, 0, *self.char_dfa)[:2]
 
     def split(self, k: int) -> tuple[np.ndarray | None, tuple, np.ndarray | None]:
         """For limit ``k >= 0``: the slice's allowed tokens (a read-only
@@ -347,7 +349,8 @@ def _one_char(trans_flat, q, p0, edge_start, edge_end, edge_byte, edge_next, com
 def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_byte, edge_next, complete):
     """The limit ``k`` and target class of a slice, whose one-character DFA
     starts at ``p0``, from DFA state ``start`` (see the module docstring);
-    ``(-1, 0)`` when it does not apply.
+    ``(-1, 0)`` when it does not apply. Also the states met (an int64 array
+    and its length): where ``k`` is ``UNBOUNDED`` each of them is too.
 
     Breadth-first by characters: ``frontier`` holds the states of ``Q_j``
     not seen at a smaller depth. A state's successors do not depend on the
@@ -375,13 +378,13 @@ def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_b
             v, n_ends, pair_s, pair_p, ends = _one_char(trans_flat, frontier[i], p0, edge_start, edge_end, edge_byte,
                                                         edge_next, complete, pair_s, pair_p, ends)
             if v < 0 or (verdict != -2 and v != verdict):
-                return -1, 0
+                return -1, 0, seen, 0
             verdict = v
             for e in range(n_ends):
                 q = ends[e]
                 c = state_class[q]
                 if c == 0 or (target != 0 and c != target):
-                    return -1, 0
+                    return -1, 0, seen, 0
                 target = c
                 if _index_of(seen, n_seen, q) >= 0:
                     has_old = True
@@ -389,14 +392,14 @@ def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_b
                     nxt = _append(nxt, n_next, q)
                     n_next += 1
         if verdict == 0:
-            return (-1, 0) if has_old else (j, target)
+            return (-1 if has_old else j), (0 if has_old else target), seen, 0
         if n_next == 0:
-            return (LOOP if n_seen == 1 else UNBOUNDED), target
+            return (LOOP if n_seen == 1 else UNBOUNDED), target, seen, n_seen
         for i in range(n_next):
             seen = _append(seen, n_seen, nxt[i])
             n_seen += 1
         frontier, n_front = nxt, n_next
-    return MORE, target
+    return MORE, target, seen, 0
 
 
 def pack_char_dfas(slices: list[TokenSlice]) -> tuple:
@@ -423,14 +426,27 @@ def pack_char_dfas(slices: list[TokenSlice]) -> tuple:
 
 
 @_jit
-def first_slice(trans_flat, state, state_class, starts, edge_start, edge_end, edge_byte, edge_next, complete):
+def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_end, edge_byte, edge_next, complete):
     """The first of the packed slices (:func:`pack_char_dfas`) that applies
     from ``state``: ``(index, k, target)`` as :meth:`TokenSlice.limit`, index
     -1 when none does. One call for all the slices (numba's dispatch costs
-    more than a failed check)."""
+    more than a failed check).
+
+    ``memo`` (int32 ``(n_states,)``, -1 unknown, or empty for none) is read
+    and mutated: where slice ``i`` is ``UNBOUNDED`` from ``state``, it is
+    from every state a string of its characters reaches too (their
+    successors were all met), so those states get ``4 * i + target`` and
+    skip the breadth-first check when their turn comes (counted strings
+    have a state per position).
+    """
+    if memo.shape[0] and memo[state] >= 0:
+        return memo[state] >> 2, UNBOUNDED, memo[state] & 3
     for i in range(starts.shape[0]):
-        k, target = slice_limit(trans_flat, state, state_class, starts[i], edge_start, edge_end, edge_byte,
-                                edge_next, complete)
+        k, target, seen, n_seen = slice_limit(trans_flat, state, state_class, starts[i], edge_start, edge_end,
+                                              edge_byte, edge_next, complete)
         if k >= 0:
+            if k == UNBOUNDED and memo.shape[0]:
+                for j in range(1, n_seen):
+                    memo[seen[j]] = 4 * i + target
             return i, k, target
     return -1, -1, 0
