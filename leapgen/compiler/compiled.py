@@ -170,7 +170,7 @@ class RegularGrammar(CompiledGrammar):
         self._forced_bytes_of = np.where((out_degree == 1) & ~dfa.accepting, only_byte, -1).tolist()
         self._accepting_list = dfa.accepting.tolist()
         self._all_live = np.ones(dfa.n_states, np.int8)  # a trimmed DFA: every state can still finish
-        self._slice_memo = np.full(dfa.n_states, -1, np.int32)
+        self._slice_memo = token_index.new_slice_memo(dfa.n_states)
 
     @property
     def n_states(self) -> int:

@@ -52,7 +52,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self._walk_reads: dict[frozenset, set[int]] = {}
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
-        self._slice_memo = np.full(len(pda.has_bytes_flat), -1, np.int32)
+        self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat))
         self._automaton = (pda.trans_flat, pda.has_bytes_flat, pda.accepting_flat, pda.call_ptr, pda.call_start,
                            pda.call_ret, pda.call_tail, pda.leave_row, pda.leave_bytes)
 

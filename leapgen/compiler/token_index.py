@@ -19,10 +19,10 @@ from typing import Callable, Hashable
 import numpy as np
 
 from leapgen.compiler import pda_kernels, trie_kernels
-from leapgen.compiler.token_slices import LOOP, UNBOUNDED, TokenSlice, build_slices, first_slice, pack_char_dfas
+from leapgen.compiler.token_slices import (LOOP, UNBOUNDED, TokenSlice, build_slices, first_slice, new_memo,
+                                           pack_char_dfas)
 from leapgen.vocab import TokenizerInfo
 
-_NO_MEMO = np.zeros(0, np.int32)
 _ONE_FRAME = np.ones(1, np.int32)
 _CUT = np.ones(1, np.bool_)
 _NO_DEPTH_LIMIT = 1 << 40
@@ -102,6 +102,10 @@ class TokenIndex:
             self._rank = got
         return got
 
+    def new_slice_memo(self, n_states: int) -> np.ndarray:
+        """A fresh int32 ``(1 + n_slices, n_states)`` memo for :meth:`token_sets` and :meth:`frame_sets`."""
+        return new_memo(n_states, len(self.token_slices))
+
     def empty_words(self) -> np.ndarray:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""
         return np.zeros(self.bitmask_words, np.uint32)
@@ -120,9 +124,10 @@ class TokenIndex:
             int8, ``(n_states,)``: 1 or 2 for the set a token ending in that
             state goes to, 0 for neither.
         slice_memo : numpy.ndarray, optional
-            int32 ``(n_states,)``, -1 filled, kept by the caller for this DFA
-            and these classes (mutated: see
-            :func:`~leapgen.compiler.token_slices.first_slice`).
+            From :meth:`new_slice_memo`, kept by the caller for this DFA and
+            these classes (mutated: see
+            :func:`~leapgen.compiler.token_slices.first_slice`); none: a
+            fresh one for this call.
 
         Returns
         -------
@@ -140,8 +145,8 @@ class TokenIndex:
         a, b = self.empty_words(), self.empty_words()
         if self.use_trie:
             trie, ids = self._trie, self._row_ids
-            i, k, target = first_slice(trans_flat, state, state_class, _NO_MEMO if slice_memo is None else slice_memo,
-                                       *self._char_dfas)
+            memo = self.new_slice_memo(len(state_class)) if slice_memo is None else slice_memo
+            i, k, target = first_slice(trans_flat, state, state_class, memo, *self._char_dfas)
             if i >= 0:
                 words, sliced, sliced_ids = self.token_slices[i].split(k)
                 if words is not None:
@@ -189,8 +194,8 @@ class TokenIndex:
             return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes) + (0,)
         certain, uncertain = self.empty_words(), self.empty_words()
         trie, ids = self._trie, self._row_ids
-        i, k, _ = first_slice(trans_flat, state, live, _NO_MEMO if slice_memo is None else slice_memo,
-                              *self._char_dfas)
+        memo = self.new_slice_memo(len(live)) if slice_memo is None else slice_memo
+        i, k, _ = first_slice(trans_flat, state, live, memo, *self._char_dfas)
         if i >= 0:
             if k == LOOP and leave_row[state] >= 0:
                 k = UNBOUNDED  # the remainder trie walks from after the prefix, where other paths may be open

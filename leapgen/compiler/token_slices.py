@@ -134,7 +134,8 @@ class TokenSlice:
             module docstring), the slice's tokens allowed ending in class
             ``target`` (0 when ``k == 0``).
         """
-        return slice_limit(trans_flat, state, state_class, 0, *self.char_dfa)[:2]
+        return slice_limit(trans_flat, state, state_class, 0, *self.char_dfa,
+                           np.full(len(state_class), -2, np.int32))[:2]
 
     def split(self, k: int) -> tuple[np.ndarray | None, tuple, np.ndarray | None]:
         """For limit ``k >= 0``: the slice's allowed tokens (a read-only
@@ -346,11 +347,17 @@ def _one_char(trans_flat, q, p0, edge_start, edge_end, edge_byte, edge_next, com
 
 
 @_jit
-def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_byte, edge_next, complete):
+def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_byte, edge_next, complete,
+                step_memo):
     """The limit ``k`` and target class of a slice, whose one-character DFA
     starts at ``p0``, from DFA state ``start`` (see the module docstring);
     ``(-1, 0)`` when it does not apply. Also the states met (an int64 array
     and its length): where ``k`` is ``UNBOUNDED`` each of them is too.
+
+    ``step_memo`` (int32 ``(n_states,)`` for this slice, read and mutated) keeps per state the one state every character leads
+    to when there is one (``-2`` unknown, ``-1`` not so): the states of a
+    counted string, each met again by the checks of the next positions,
+    are walked once.
 
     Breadth-first by characters: ``frontier`` holds the states of ``Q_j``
     not seen at a smaller depth. A state's successors do not depend on the
@@ -375,8 +382,15 @@ def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_b
         nxt = np.empty(max(n_front, 8), np.int64)
         n_next = 0
         for i in range(n_front):
-            v, n_ends, pair_s, pair_p, ends = _one_char(trans_flat, frontier[i], p0, edge_start, edge_end, edge_byte,
-                                                        edge_next, complete, pair_s, pair_p, ends)
+            known = step_memo[frontier[i]]
+            if known >= 0:
+                v, n_ends = 1, 1
+                ends[0] = known
+            else:
+                v, n_ends, pair_s, pair_p, ends = _one_char(trans_flat, frontier[i], p0, edge_start, edge_end,
+                                                            edge_byte, edge_next, complete, pair_s, pair_p, ends)
+                if known == -2:
+                    step_memo[frontier[i]] = ends[0] if v == 1 and n_ends == 1 else -1
             if v < 0 or (verdict != -2 and v != verdict):
                 return -1, 0, seen, 0
             verdict = v
@@ -432,21 +446,29 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
     -1 when none does. One call for all the slices (numba's dispatch costs
     more than a failed check).
 
-    ``memo`` (int32 ``(n_states,)``, -1 unknown, or empty for none) is read
-    and mutated: where slice ``i`` is ``UNBOUNDED`` from ``state``, it is
-    from every state a string of its characters reaches too (their
-    successors were all met), so those states get ``4 * i + target`` and
-    skip the breadth-first check when their turn comes (counted strings
-    have a state per position).
+    ``memo`` (int32 ``(1 + n_slices, n_states)`` from :func:`new_memo`, kept
+    per DFA and state classes) is read and mutated. Row 0: where slice ``i``
+    is ``UNBOUNDED`` from ``state``, it is from every state a string of its
+    characters reaches too (their successors were all met), so those states
+    get ``4 * i + target`` and skip the check when their turn comes. Row
+    ``1 + i``: slice ``i``'s one-character steps (``step_memo`` of
+    :func:`slice_limit`).
     """
-    if memo.shape[0] and memo[state] >= 0:
-        return memo[state] >> 2, UNBOUNDED, memo[state] & 3
+    if memo[0, state] >= 0:
+        return memo[0, state] >> 2, UNBOUNDED, memo[0, state] & 3
     for i in range(starts.shape[0]):
         k, target, seen, n_seen = slice_limit(trans_flat, state, state_class, starts[i], edge_start, edge_end,
-                                              edge_byte, edge_next, complete)
+                                              edge_byte, edge_next, complete, memo[1 + i])
         if k >= 0:
-            if k == UNBOUNDED and memo.shape[0]:
+            if k == UNBOUNDED:
                 for j in range(1, n_seen):
-                    memo[seen[j]] = 4 * i + target
+                    memo[0, seen[j]] = 4 * i + target
             return i, k, target
     return -1, -1, 0
+
+
+def new_memo(n_states: int, n_slices: int) -> np.ndarray:
+    """A fresh memo for :func:`first_slice` over a DFA of ``n_states`` states (see there)."""
+    out = np.full((1 + n_slices, n_states), -2, np.int32)
+    out[0] = -1
+    return out
