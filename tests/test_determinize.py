@@ -2,7 +2,7 @@
 
 Both determinize the same Thompson NFA; after minimization the two DFAs must
 be the same automaton up to state numbering (compared in a canonical
-breadth-first numbering). Also: multi-start NFAs (context automata), the
+breadth-first numbering). Also: several start states at once, the
 ``max_states`` limit and the compile time limit.
 """
 
@@ -65,7 +65,7 @@ def minimal(result, i: int = 0) -> Dfa:
 def assert_same_moves(fast, slow, i: int = 0) -> None:
     """Untrimmed, state by state: from start ``i``, every string reaches a dead
     state in both results or in neither, and accepting in both or in neither
-    (context automata tell live dead ends from dead: trimming would hide it)."""
+    (the results are not trimmed: a live dead end must stay apart from dead)."""
     ta, acc_a, starts_a, _ = fast
     tb, acc_b, starts_b, _ = slow
     todo = [(starts_a[i], starts_b[i])]
@@ -128,8 +128,8 @@ def test_kernel_matches_reference_on_regexes(pattern):
 
 
 def test_several_starts_share_states():
-    """Context automata determinize from several starts at once: each start
-    must get the DFA of its own language."""
+    """Determinizing from several starts at once: each start must get the DFA
+    of its own language."""
     nfa, s1, end = nfa_of(ir.seq(ir.lit(b"ab"), ir.repeat(ir.byteset([(48, 57)]), 1, None)))
     s2 = nfa.new_state()
     nfa.add_edge(s2, ord("x"), ord("x"), s1)

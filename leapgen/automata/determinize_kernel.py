@@ -10,13 +10,12 @@ it fast:
   the same important states accept the same continuations (the "important
   states" of Aho, Sethi and Ullman, "Compilers", section 3.9), so this may
   give fewer DFA states than the reference, never more. A closure without
-  important states is still a (live) state, not "dead": context automata
-  (:mod:`leapgen.automata.pda`) tell a token that ends in a live state with
-  no way on (checked at run time) from a dead one;
+  important states is still a (live) state, not "dead" (the result is not
+  trimmed here: callers trim);
 - closures are computed on the fly with a stamp array (no per-closure set);
-  a move to a single NFA state (the common case in context automata, whose
-  NFA is a union of DFAs) is remembered per NFA state and skips the
-  closure and the hash lookup;
+  a move to a single NFA state (common where the NFA embeds DFAs, as rule
+  bodies with calls do) is remembered per NFA state and skips the closure
+  and the hash lookup;
 - subsets are sorted int32 runs in one pool, found through an
   open-addressing hash table keyed by a 64-bit hash, with a full comparison.
 

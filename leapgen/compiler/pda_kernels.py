@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.compiler.trie_kernels import _grow, _has_candidate, _jit, _set_bits
+from leapgen.compiler.trie_kernels import _grow, _has_candidate, _jit, _set_bits, _set_candidate_bits
 
 #: pda_walk's results.
 WALK_DONE = 0
@@ -85,33 +85,37 @@ _BIT_OF_MOD37[[(1 << b) % 37 for b in range(32)]] = np.arange(32)
 
 
 @_jit
-def candidate_positions(words, trie_pos):
-    """int32, sorted: the trie positions (``trie_pos``, int64 per token id, -1
-    for none) of the tokens set in uint32 bitset ``words``. The positions are
-    set in a bitset of their own, then read back in order (no sort)."""
-    marks = np.zeros(words.shape[0] + 1, np.uint32)
+def _bit_positions(words):
+    """int64, ascending: the positions of the bits set in uint32 bitset ``words``."""
+    n = 0
+    for w in range(words.shape[0]):
+        x = np.int64(words[w])
+        while x:
+            x &= x - 1
+            n += 1
+    out = np.empty(n, np.int64)
     n = 0
     for w in range(words.shape[0]):
         x = np.int64(words[w])
         while x:
             low = x & -x
-            b = _BIT_OF_MOD37[low % 37]
+            out[n] = w * 32 + _BIT_OF_MOD37[low % 37]
             x ^= low
-            p = trie_pos[w * 32 + b]
-            if p >= 0:
-                marks[p >> 5] |= np.uint32(1) << np.uint32(p & 31)
-                n += 1
-    out = np.empty(n, np.int32)
-    n = 0
-    for w in range(marks.shape[0]):
-        x = np.int64(marks[w])
-        while x:
-            low = x & -x
-            b = _BIT_OF_MOD37[low % 37]
-            x ^= low
-            out[n] = w * 32 + b
             n += 1
     return out
+
+
+@_jit
+def candidate_positions(words, trie_pos):
+    """int32, sorted: the trie positions (``trie_pos``, int64 per token id, -1
+    for none) of the tokens set in uint32 bitset ``words``. The positions are
+    set in a bitset of their own, then read back in order (no sort)."""
+    marks = np.zeros(words.shape[0] + 1, np.uint32)
+    for t in _bit_positions(words):
+        p = trie_pos[t]
+        if p >= 0:
+            marks[p >> 5] |= np.uint32(1) << np.uint32(p & 31)
+    return _bit_positions(marks).astype(np.int32)
 
 
 @_jit
@@ -286,11 +290,7 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
                                                     closure[j, 3], closure[j, 4], first)
             if n_items == first:
                 continue
-            for j in range(node_tok_start[c], node_tok_end[c]):
-                t = token_ids[node_toks[j]]
-                bit = np.uint32(1) << np.uint32(t & 31)
-                if candidate_words[t >> 5] & bit:
-                    out_words[t >> 5] |= bit
+            _set_candidate_bits(out_words, candidate_words, node_toks, token_ids, node_tok_start[c], node_tok_end[c])
             if top == dfs_node.shape[0]:
                 dfs_node, dfs_lo, dfs_hi = _grow(dfs_node), _grow(dfs_lo), _grow(dfs_hi)
             dfs_node[top] = c

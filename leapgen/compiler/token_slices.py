@@ -354,9 +354,10 @@ def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_b
     ``(-1, 0)`` when it does not apply. Also the states met (an int64 array
     and its length): where ``k`` is ``UNBOUNDED`` each of them is too.
 
-    ``step_memo`` (int32 ``(n_states,)`` for this slice, read and mutated) keeps per state the one state every character leads
-    to when there is one (``-2`` unknown, ``-1`` not so): the states of a
-    counted string, each met again by the checks of the next positions,
+    ``step_memo`` (int32 ``(n_states,)`` for this slice, read and mutated)
+    keeps per state the one state every character leads to when there is
+    one (``-2`` unknown, ``-1`` not so): the states of a counted string,
+    each met again by the checks of the next positions,
     are walked once.
 
     Breadth-first by characters: ``frontier`` holds the states of ``Q_j``

@@ -117,6 +117,16 @@ def _set_bits(words, node_toks, token_ids, lo, hi):
 
 
 @_jit
+def _set_candidate_bits(words, candidate_words, node_toks, token_ids, lo, hi):
+    """Set in ``words`` the bits of the tokens ``node_toks[lo:hi]`` that are set in ``candidate_words``."""
+    for k in range(lo, hi):
+        t = token_ids[node_toks[k]]
+        bit = np.uint32(1) << np.uint32(t & 31)
+        if candidate_words[t >> 5] & bit:
+            words[t >> 5] |= bit
+
+
+@_jit
 def trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte, child_node, node_tok_start,
               node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids, words_a, words_b):
     """Walk the token trie from DFA state ``start``; mutates ``words_a``/``words_b``.
@@ -230,11 +240,7 @@ def lazy_trie_walk(rows, stack_node, stack_state, n_stack, child_start, child_en
             c = child_node[k]
             if nxt < 0 or not _has_candidate(candidate_pos, node_tok_start, sub_tok_end, c):
                 continue
-            for j in range(node_tok_start[c], node_tok_end[c]):
-                t = token_ids[node_toks[j]]
-                bit = np.uint32(1) << np.uint32(t & 31)
-                if candidate_words[t >> 5] & bit:
-                    out_words[t >> 5] |= bit
+            _set_candidate_bits(out_words, candidate_words, node_toks, token_ids, node_tok_start[c], node_tok_end[c])
             if top >= stack_node.shape[0]:
                 stack_node, stack_state = _grow(stack_node), _grow(stack_state)
             stack_node[top] = c

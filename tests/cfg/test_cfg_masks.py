@@ -3,7 +3,7 @@
 The oracle walks every token's bytes through the pushdown matcher itself:
 token ``t`` is allowed from state ``S`` iff ``compiled.walk(S, bytes_t)`` is not
 None; a stop token iff ``compiled.is_accepting(S)``; a special token (no bytes)
-never. It shares nothing with the token index, the context DFAs or the
+never. It shares nothing with the token index, the frame sorting or the
 certain/uncertain split that ``fill_next_token_bitmask`` uses.
 
 Vectorized: ``walk`` is a fold of one-byte steps and configurations are
