@@ -50,5 +50,11 @@ class CompileLimitError(GrammarError):
     """Compiling would exceed a configured limit (automaton states, time)."""
 
 
+class StackDepthError(LeapgenError, ValueError):
+    """Input accepted by a context-free grammar would nest deeper than the
+    compiler's ``max_stack_depth`` (see :mod:`leapgen.automata.pda`). Masks
+    never allow such a token; accepting one (or such a string) raises this."""
+
+
 class TokenizerError(LeapgenError, ValueError):
     """A tokenizer or vocabulary cannot be understood."""

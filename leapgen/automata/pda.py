@@ -14,7 +14,9 @@ Left recursion is refused at compile time; every other push consumes a byte
 before it can recur, so expansion terminates. A call whose return state can
 only pop (a tail call) pushes no return frame, so right recursion keeps a
 constant depth. Stacks deeper than ``max_stack_depth`` are cut (documented
-bound): tokens that would nest deeper are masked off.
+bound): tokens that would nest deeper are masked off, and accepting such a
+token or string raises :class:`~leapgen.errors.StackDepthError` (see
+:meth:`GrammarMatcher.accept_token`).
 
 Token masks (:mod:`leapgen.compiler.compiled_cfg`) walk the vocabulary
 trie through the rules' byte transitions in numba kernels
@@ -317,8 +319,10 @@ class Pda:
 
     # -- run time --------------------------------------------------------------------------------
 
-    def expand(self, config: Config) -> Expansion:
-        """Follow calls and returns from every stack of ``config`` (pure)."""
+    def expand(self, config: Config, max_depth: int | None = None) -> Expansion:
+        """Follow calls and returns from every stack of ``config`` (pure); pushes
+        past ``max_depth`` (default ``max_stack_depth``) are cut."""
+        limit = self.max_stack_depth if max_depth is None else max_depth
         seen: set[Stack] = set()
         frames = []
         complete = False
@@ -336,7 +340,7 @@ class Pda:
                     # a tail call: the return frame could only pop, so the callee returns to our caller
                     # (right recursion such as ``items ::= item items?`` keeps a constant depth)
                     work.append(Stack(callee, self.dfas[callee].start, s.parent))
-                elif s.depth < self.max_stack_depth:
+                elif s.depth < limit:
                     work.append(Stack(callee, self.dfas[callee].start, Stack(r, ret, s.parent)))
             if self.accepting[r][q]:
                 if s.parent is None:

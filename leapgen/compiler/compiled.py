@@ -85,6 +85,11 @@ class CompiledGrammar:
         there, else -1."""
         raise NotImplementedError
 
+    def rejected_for_depth(self, state: Hashable, data: bytes) -> bool:
+        """Whether ``data``, rejected from ``state``, would be accepted but for
+        the stack depth bound (never for a regular grammar; pure, uncached)."""
+        return False
+
     # -- shared caching logic ------------------------------------------------------------------
 
     def bitmask_row(self, state: Hashable) -> tuple[np.ndarray, bool]:

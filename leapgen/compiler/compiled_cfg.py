@@ -93,6 +93,13 @@ class ContextFreeGrammar(CompiledGrammar):
                 return None
         return state
 
+    def rejected_for_depth(self, state: Config, data: bytes) -> bool:
+        for b in data:
+            state = self.pda.step(self.pda.expand(state, max_depth=1 << 62), b)
+            if not state:
+                return False
+        return True
+
     def is_accepting(self, state: Config) -> bool:
         return self.expansion(state).complete
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from leapgen.engine.token_healing import TokenHealing
-from leapgen.errors import LeapgenError
+from leapgen.errors import LeapgenError, StackDepthError
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,11 @@ def _accept_all(matcher: Any, ids: Sequence[int]) -> bool:
     """Accept ``ids`` in order; on a rejection roll back the ones accepted and
     return False (the matcher is then where it started)."""
     for k, token in enumerate(ids):
-        if not matcher.accept_token(token):
+        try:
+            accepted = matcher.accept_token(token)
+        except StackDepthError:
+            accepted = False
+        if not accepted:
             if k:
                 matcher.rollback(k)
             return False

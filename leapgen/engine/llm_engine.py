@@ -37,6 +37,7 @@ from leapgen.engine.sampler import make_generator, sample
 from leapgen.engine.sampling_params import SamplingParams
 from leapgen.engine.scheduler import Scheduler
 from leapgen.engine.stats import EngineStats
+from leapgen.errors import StackDepthError
 
 
 class LLM:
@@ -393,7 +394,12 @@ class LLM:
             self._finish(req, FinishReason.ERROR, "the grammar admits no token here (dead end)")
             return
         if req.matcher is not None:
-            if not req.matcher.accept_token(token):
+            try:
+                accepted = req.matcher.accept_token(token)
+            except StackDepthError as e:
+                self._finish(req, FinishReason.ERROR, str(e))
+                return
+            if not accepted:
                 self._finish(req, FinishReason.ERROR, f"the matcher rejected token {token} its own bitmask allowed")
                 return
             if req.matcher.is_terminated():

@@ -13,6 +13,7 @@ from typing import Iterable
 import numpy as np
 
 from leapgen.compiler.compiled import CompiledGrammar
+from leapgen.errors import StackDepthError
 
 
 _INT32 = np.dtype(np.int32)
@@ -243,6 +244,9 @@ class GrammarMatcher:
             ``token_id`` is not an int.
         ValueError
             ``token_id`` outside ``[0, vocab_size)``.
+        StackDepthError
+            The token is rejected only because it would nest deeper than the
+            grammar's ``max_stack_depth`` (the mask never allows it).
         """
         _require_int(token_id, "token id")
         if not 0 <= token_id < self._vocab_size:
@@ -259,6 +263,7 @@ class GrammarMatcher:
             return False  # special or padding token
         s = self._walk(data)
         if s is None:
+            self._refuse_depth(data)
             return False
         self._push(s, False)
         return True
@@ -273,6 +278,9 @@ class GrammarMatcher:
         ------
         TypeError
             ``text`` is neither ``str`` nor bytes-like.
+        StackDepthError
+            The string is rejected only because it would nest deeper than the
+            grammar's ``max_stack_depth``.
         """
         if not isinstance(text, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"accept_string takes a str or bytes, got {type(text).__name__}")
@@ -284,9 +292,17 @@ class GrammarMatcher:
             return False  # a lone surrogate has no UTF-8 form: no grammar text can hold it
         s = self._walk(data)
         if s is None:
+            self._refuse_depth(data)
             return False
         self._push(s, False)
         return True
+
+    def _refuse_depth(self, data: bytes) -> None:
+        """Raise :class:`StackDepthError` when ``data`` was rejected only for the stack depth bound."""
+        compiled = self.compiled_grammar
+        if not compiled.is_regular and compiled.rejected_for_depth(self._state, data):
+            raise StackDepthError(f"this input nests deeper than max_stack_depth={compiled.pda.max_stack_depth}; "
+                                  "compile with a larger GrammarCompiler(max_stack_depth=...)")
 
     def rollback(self, num_tokens: int = 1) -> None:
         """Undo the last ``num_tokens`` accepted tokens/strings (mutates).

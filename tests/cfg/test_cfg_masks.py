@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from leapgen import GrammarCompiler, GrammarMatcher
+from leapgen import GrammarCompiler, GrammarMatcher, StackDepthError
 from leapgen.grammar.builtin import JSON_GBNF
 from tests.cfg.small_grammars import ARITH_GBNF
 
@@ -274,6 +274,14 @@ def test_depth_1000_json_arrays_accepted_without_recursion_error(family):
     assert matcher.is_completed()
 
 
+def accepts_token(matcher: GrammarMatcher, token_id: int) -> bool:
+    """accept_token, with a token refused for the stack depth bound (StackDepthError) as False."""
+    try:
+        return matcher.accept_token(token_id)
+    except StackDepthError:
+        return False
+
+
 @pytest.mark.parametrize("limit", [24, 40])
 def test_nesting_beyond_max_stack_depth_is_masked_off(family, limit):
     """Past ``max_stack_depth`` the matcher refuses deeper nesting, and the mask agrees
@@ -288,13 +296,17 @@ def test_nesting_beyond_max_stack_depth_is_masked_off(family, limit):
         mask = matcher_mask(matcher, oracle.vocab_size)
         assert np.array_equal(mask, oracle.mask(matcher.state)), f"depth {depth}"
         for t in multi_openers:  # the mask and accept_token agree on "[[", "[[[", ...
-            assert mask[t] == matcher.fork().accept_token(t), (depth, compiled.tokenizer_info.token_bytes[t])
+            assert mask[t] == accepts_token(matcher.fork(), t), (depth, compiled.tokenizer_info.token_bytes[t])
         if not mask[opener]:
             break
         assert matcher.accept_token(opener)
         depth += 1
         assert depth <= limit
-    assert not matcher.fork().accept_string("[")
+    with pytest.raises(StackDepthError, match=f"max_stack_depth={limit}"):
+        matcher.fork().accept_string("[")
+    with pytest.raises(StackDepthError):
+        matcher.fork().accept_token(opener)
+    assert matcher.fork().accept_string("x") is False  # wrong text is still a plain rejection
     assert limit // 2 <= depth <= limit  # nesting is cut near the limit, not far below it
     # what was opened can still be closed
     assert matcher.accept_string("]" * depth)
