@@ -39,7 +39,6 @@ import multiprocessing as mp
 import os
 import platform
 import re
-import statistics
 import sys
 import time
 from pathlib import Path
