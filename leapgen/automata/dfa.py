@@ -19,11 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leapgen.automata.limits import check_deadline, current_deadline, deadline_error
+from leapgen.automata.limits import check_deadline, current_deadline, deadline_error, intern_state, too_many_states
 from leapgen.automata.minimize_kernel import minimize_blocks
 from leapgen.automata.subset import determinize_classes
 from leapgen.automata.trim_kernel import useful_states
-from leapgen.errors import CompileLimitError
 from leapgen.grammar import ir
 
 try:
@@ -249,13 +248,7 @@ def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_S
         keys = na.astype(np.int64) * (b.n_states + 1) + (nb + 1)
         for key in np.unique(keys[ok]).tolist():
             pair = (key // (b.n_states + 1), key % (b.n_states + 1) - 1)
-            j = ids.get(pair)
-            if j is None:
-                if len(pairs) >= max_states:
-                    raise CompileLimitError(f"grammar needs more than {max_states} DFA states")
-                j = ids[pair] = len(pairs)
-                pairs.append(pair)
-            row[ok & (keys == key)] = j
+            row[ok & (keys == key)] = intern_state(ids, pairs, pair, max_states)
         rows.append(row)
         i += 1
     if difference:
@@ -276,5 +269,5 @@ def _product_numba(a: Dfa, b: Dfa, difference: bool, max_states: int) -> Dfa:
     if status == _product_kernel.DEADLINE_PASSED:
         raise deadline_error("product construction")
     if status == _product_kernel.TOO_MANY_STATES:
-        raise CompileLimitError(f"grammar needs more than {max_states} DFA states")
+        raise too_many_states(max_states)
     return minimize_table(table, accepting, 0, symbol_class)

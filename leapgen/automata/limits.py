@@ -1,4 +1,4 @@
-"""Cooperative compile time limits.
+"""Compile limits: cooperative time limits and state counts.
 
 :func:`time_limit` sets a deadline for the code it wraps (per thread or
 task: a :class:`contextvars.ContextVar`, so concurrent compiles have their
@@ -79,3 +79,26 @@ def check_deadline(stage: str) -> None:
     limit = _DEADLINE.get()
     if limit is not None and time.monotonic() > limit[0]:
         raise deadline_error(stage)
+
+
+def too_many_states(max_states: int, kind: str = "DFA") -> CompileLimitError:
+    """The error of an automaton that outgrew ``max_states`` states."""
+    return CompileLimitError(f"grammar needs more than {max_states} {kind} states")
+
+
+def intern_state(ids: dict, keys: list, key, max_states: int) -> int:
+    """The state number of ``key``: ``ids[key]``, or the next number when
+    ``key`` is new (appended to ``keys`` and ``ids``; both mutated).
+
+    Raises
+    ------
+    CompileLimitError
+        A new state past ``max_states``.
+    """
+    j = ids.get(key)
+    if j is None:
+        if len(keys) >= max_states:
+            raise too_many_states(max_states)
+        j = ids[key] = len(keys)
+        keys.append(key)
+    return j

@@ -14,8 +14,9 @@ from typing import Callable
 
 import numpy as np
 
+from leapgen.automata.limits import too_many_states
 from leapgen.automata.utf8 import utf8_sequences
-from leapgen.errors import CompileLimitError, GrammarError
+from leapgen.errors import GrammarError
 from leapgen.grammar import ir
 
 MIN_COPIES_TO_SHARE = 4
@@ -54,7 +55,7 @@ class Nfa:
         """
         n = self.n_states
         if n >= self.max_states:
-            raise CompileLimitError(f"grammar needs more than {self.max_states} NFA states")
+            raise too_many_states(self.max_states, "NFA")
         self.n_states = n + 1
         return n
 
@@ -62,7 +63,7 @@ class Nfa:
         """The first of ``count`` new consecutive states (limit as :meth:`new_state`)."""
         first = self.n_states
         if first + count > self.max_states:
-            raise CompileLimitError(f"grammar needs more than {self.max_states} NFA states")
+            raise too_many_states(self.max_states, "NFA")
         self.n_states = first + count
         return first
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.automata.limits import check_deadline, current_deadline, deadline_error
-from leapgen.errors import CompileLimitError
+from leapgen.automata.limits import check_deadline, current_deadline, deadline_error, intern_state, too_many_states
 
 try:
     from leapgen.automata import determinize_kernel as _kernel
@@ -136,7 +135,7 @@ def determinize_classes(nfa, starts: list[int], end: int, max_states: int, *,
     if status == _kernel.DEADLINE_PASSED:
         raise deadline_error("subset construction")
     if status == _kernel.TOO_MANY_STATES:
-        raise CompileLimitError(f"grammar needs more than {max_states} DFA states")
+        raise too_many_states(max_states)
     return table, accepting, start_ids.tolist(), byte_class
 
 
@@ -191,14 +190,7 @@ def determinize_reference(nfa, starts: list[int], end: int, max_states: int, *,
                     got.update(ts)
         row = [-1] * k
         for c, ts in acc.items():
-            target = closure(frozenset(ts))
-            j = ids.get(target)
-            if j is None:
-                if len(sets) >= max_states:
-                    raise CompileLimitError(f"grammar needs more than {max_states} DFA states")
-                j = ids[target] = len(sets)
-                sets.append(target)
-            row[c] = j
+            row[c] = intern_state(ids, sets, closure(frozenset(ts)), max_states)
         rows.append(row)
         i += 1
     table = np.array(rows, np.int32).reshape(len(rows), k)

@@ -169,7 +169,7 @@ class ContextFreeGrammar(CompiledGrammar):
         stacks = pda.stack_arrays(state, MAX_KERNEL_FRAMES)
         frames, count, _, depth = stacks
         deepest = int(depth.max())
-        for read in self._walk_reads.get(tops, ()):
+        for read in tuple(self._walk_reads.get(tops, ())):  # a copy: a batch fill's pool thread may add to it
             got = self._walks.get((tops, _stack_key(frames, count, read)))
             if got is not None and deepest + got[1] <= pda.max_stack_depth:
                 return got[0]
