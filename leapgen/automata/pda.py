@@ -165,6 +165,34 @@ class Pda:
         self.call_start = np.array(start, np.int32)
         self.call_ret = np.array(ret, np.int32)
         self.call_tail = np.array(tail, np.bool_)
+        sizes = np.diff(self.state_base)
+        #: int32 ``(n_states,)``: the rule of each global state.
+        self.rule_of = np.repeat(np.arange(len(self.dfas), dtype=np.int32), sizes)
+        # the return sites of each rule: the states a frame of the rule may return to, over every call site
+        # (a tail call's callee returns where its caller returns); the root's none (the end of the input)
+        sites: list[set[int]] = [set() for _ in self.dfas]
+        tails: list[set[int]] = [set() for _ in self.dfas]  # tails[r]: the callers that tail-call rule r
+        for r, rows in enumerate(self.calls):
+            for calls in rows:
+                for callee, back in calls:
+                    (tails[callee].add(r) if self.is_exit[r][back] else sites[callee].add(base[r] + back))
+        changed = True
+        while changed:
+            changed = False
+            for r, callers in enumerate(tails):
+                for c in callers:
+                    if not sites[c] <= sites[r]:
+                        sites[r] |= sites[c]
+                        changed = True
+        #: int32 ``(n_rules + 1,)`` and ``(m,)``: rule ``r`` returns to ``ret_site[ret_ptr[r]:ret_ptr[r + 1]]``.
+        self.ret_ptr = np.concatenate(([0], np.cumsum([len(x) for x in sites]))).astype(np.int32)
+        self.ret_site = np.array([g for x in sites for g in sorted(x)], np.int32)
+
+    @property
+    def walk_arrays(self) -> tuple[np.ndarray, ...]:
+        """The arrays :func:`~leapgen.compiler.pda_kernels.pda_walk` takes first, in its order."""
+        return (self.trans_flat, self.has_bytes_flat, self.accepting_flat, self.call_ptr, self.call_start,
+                self.call_ret, self.call_tail, self.rule_of, self.ret_ptr, self.ret_site)
 
     def _pack_leave_bytes(self) -> None:
         """Where a frame may leave its rule, and with which next bytes.

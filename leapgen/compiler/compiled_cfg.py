@@ -53,8 +53,8 @@ class ContextFreeGrammar(CompiledGrammar):
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
         self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat))
-        self._automaton = (pda.trans_flat, pda.has_bytes_flat, pda.accepting_flat, pda.call_ptr, pda.call_start,
-                           pda.call_ret, pda.call_tail, pda.leave_row, pda.leave_bytes)
+        self._automaton = pda.walk_arrays
+        self._leave = (pda.leave_row, pda.leave_bytes)
 
     @property
     def n_states(self) -> int:
@@ -120,7 +120,7 @@ class ContextFreeGrammar(CompiledGrammar):
         return got
 
     def _sort_frame(self, g: int) -> tuple[np.ndarray, np.ndarray, int]:
-        return self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo)
+        return self.token_index.frame_sets(self._automaton, self._leave, g, self._live, self._slice_memo)
 
     def sort_all_frames(self) -> None:
         """Sort the tokens of every frame now (see :data:`EAGER_FRAMES`); mutates the frame cache only.

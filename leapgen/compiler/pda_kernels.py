@@ -14,8 +14,10 @@ and then per configuration:
 - :func:`pda_walk` in *frame mode* refines those uncertain tokens from the
   frame with the stack below unknown: calls and returns inside the frame's
   rule and its callees are followed, so a token that only goes through a
-  callee becomes certain (or dead), and only tokens that may go on after
-  the rule itself returned stay uncertain.
+  callee becomes certain (or dead); past the rule's own return the walk
+  goes on in every place the rule may return to (xgrammar's context
+  expansion), so a token that no caller accepts is dead, and only tokens
+  that some caller may accept stay uncertain.
 - :func:`pda_walk` in *check mode* checks the uncertain tokens against the
   real stacks of the configuration.
 
@@ -30,12 +32,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.compiler.trie_kernels import _grow, _has_candidate, _jit, _set_bits, _set_candidate_bits
+from leapgen.compiler.trie_kernels import _jit, _set_bits, _set_candidate_bits
 
 #: pda_walk's results.
 WALK_DONE = 0
 #: A token pops below the frames handed to the kernel, or the walk outgrew its work limit: walk in Python.
 WALK_GAVE_UP = 1
+#: (internal) A buffer of :func:`_pda_walk` is full.
+WALK_FULL = 2
+#: The ``link`` of an item that went below the frames handed over in frame mode: any caller may be next.
+CONTEXT = -2
 
 
 @_jit
@@ -119,26 +125,39 @@ def candidate_positions(words, trie_pos):
 
 
 @_jit
+def _child_holding(p, lo, hi, child_node, node_tok_start):
+    """The index ``k`` in ``lo:hi`` (children of one trie node, in order) of the
+    child whose subtree holds token position ``p``: the last child starting at
+    or before ``p`` (binary search)."""
+    hi -= 1
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if node_tok_start[child_node[mid]] <= p:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@_jit
 def _push_item(buf, n, gs, link, s, p, d, lo):
-    """Append item ``(gs, link, s, p, d)`` to ``buf`` (int64 ``(m, 5)``) unless
-    rows ``lo:n`` hold it already; returns (buf, n)."""
+    """Write item ``(gs, link, s, p, d)`` at row ``n`` of ``buf`` (int64 ``(m, 5)``,
+    ``n < m``: the caller grows it) unless rows ``lo:n`` hold it already; returns
+    the new row count. Takes no array back: a returned array costs numba a
+    reference count update on every call of the hot loops."""
     for i in range(lo, n):
         if buf[i, 0] == gs and buf[i, 1] == link and buf[i, 2] == s and buf[i, 3] == p:
-            return buf, n
-    if n == buf.shape[0]:
-        bigger = np.empty((2 * n, 5), np.int64)
-        bigger[:n] = buf
-        buf = bigger
+            return n
     buf[n, 0] = gs
     buf[n, 1] = link
     buf[n, 2] = s
     buf[n, 3] = p
     buf[n, 4] = d
-    return buf, n + 1
+    return n + 1
 
 
 @_jit
-def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, leave_row, leave_bytes,
+def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
              real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
              child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth,
              node_end, token_ids, candidate_pos, candidate_words, out_words, uncertain_words):
@@ -154,9 +173,11 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
         ``call_start`` (the callee's start state), ``call_ret`` (the state
         returned to) and ``call_tail`` (bool: the return state can only pop,
         so no return frame is pushed).
-    leave_row, leave_bytes : int32 ``(n_states,)``, bool ``(m, 256)``
-        The bytes that may follow where a frame in state ``q`` returns:
-        ``leave_bytes[leave_row[q]]`` (:meth:`Pda._pack_leave_bytes`).
+    rule_of : int32 ``(n_states,)``
+        Each state's rule.
+    ret_ptr, ret_site : int32 ``(n_rules + 1,)``, ``(m,)``
+        The states a frame of rule ``r`` may return to, over every call
+        site: ``ret_site[ret_ptr[r]:ret_ptr[r + 1]]``.
     real_frames : int32 ``(n_stacks, k)``
         Each stack of the configuration, top frame first, as global states;
         ``real_count`` (int32 ``(n_stacks,)``) frames given, ``real_cut``
@@ -167,16 +188,19 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
         closure items computed.
     frame_mode : bool
         Where a stack pops below its frames handed over and ``real_cut`` is
-        set, each trie subtree holding a candidate and entered next with a
-        byte that may follow the return is set whole in ``uncertain_words``
-        (at the root: not, leaving before any byte is the other expanded
-        frames' business). In check mode that pop gives up.
+        set, the walk goes on in every return site of the rule (any caller:
+        the items are marked :data:`CONTEXT`), as xgrammar's context
+        expansion looks past a rule's end; a candidate that only such items
+        keep alive is set in ``uncertain_words``, not in ``out_words`` (at the
+        root no item goes below: leaving before any byte is the business of
+        the other expanded frames). In check mode that pop gives up.
     candidate_pos : int32, sorted
         Positions in ``node_toks`` of the tokens to check; ``candidate_words``
         their uint32 bitset.
     out_words, uncertain_words : uint32
         Mutated: the bit of each candidate token the configuration accepts
-        is set in ``out_words``; ``uncertain_words`` as said above.
+        (frame mode: whatever the stack below) is set in ``out_words``;
+        ``uncertain_words`` as said above. A candidate in neither is rejected.
 
     Returns
     -------
@@ -193,24 +217,44 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
     -----
     An item is ``(state, link, stack, below, depth)``: ``link`` is the pool
     entry of the frame under the current one when it was pushed during the
-    walk (-1: the real stack's frame ``below`` is next). The trie walk keeps
+    walk (-1: the real stack's frame ``below`` is next; :data:`CONTEXT`:
+    any return site of the state's rule, ``below`` is then 0). The trie walk keeps
     each node's items as a deduplicated set; item sets of the depth-first
     stack live in one buffer, freed in LIFO order.
     """
-    items = np.empty((256, 5), np.int64)  # item sets of the pending trie nodes
+    size = 256
+    while True:
+        items = np.empty((4 * size, 5), np.int64)  # item sets of the pending trie nodes
+        closure = np.empty((size, 5), np.int64)
+        pool = np.empty((2, 4 * size), np.int64)  # frames pushed during the walk: state, parent entry
+        dfs = np.empty((3, size), np.int64)  # the depth-first stack: node, its items' rows lo:hi
+        status, pushed, read = _pda_walk(
+            trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
+            real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
+            child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
+            candidate_words, out_words, uncertain_words, items, closure, pool[0], pool[1], dfs[0], dfs[1], dfs[2])
+        if status != WALK_FULL:  # else again with room: the bits set so far are right, set again
+            return status, pushed, read
+        size *= 4
+
+
+@_jit
+def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
+              real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
+              child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
+              candidate_words, out_words, uncertain_words, items, closure, pool_state, pool_parent, dfs_node, dfs_lo,
+              dfs_hi):
+    """:func:`pda_walk` in buffers it is handed (never reassigned, so that
+    numba updates no reference count in the loops); returns
+    :data:`WALK_FULL` when one is full."""
     n_items = 0
-    closure = np.empty((256, 5), np.int64)
-    pool_state = np.empty(256, np.int64)
-    pool_parent = np.empty(256, np.int64)
     n_pool = 0
-    dfs_node = np.empty(256, np.int64)
-    dfs_lo = np.empty(256, np.int64)
-    dfs_hi = np.empty(256, np.int64)
-    follow = np.zeros(256, np.bool_)
     most_pushed = 0
     deepest = 1  # real frames read (or, one past a stack's bottom, tried to read)
     for s in range(real_frames.shape[0]):
-        items, n_items = _push_item(items, n_items, real_frames[s, 0], -1, s, 1, real_depth[s], 0)
+        if n_items == items.shape[0]:
+            return WALK_FULL, 0, 0
+        n_items = _push_item(items, n_items, real_frames[s, 0], -1, s, 1, real_depth[s], 0)
     dfs_node[0] = 0
     dfs_lo[0] = 0
     dfs_hi[0] = n_items
@@ -224,10 +268,11 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
         # epsilon closure: follow calls (push) and returns (pop) from the node's items
         n_cl = 0
         for i in range(lo, hi):
-            closure, n_cl = _push_item(closure, n_cl, items[i, 0], items[i, 1], items[i, 2], items[i, 3],
+            if n_cl == closure.shape[0]:
+                return WALK_FULL, 0, 0
+            n_cl = _push_item(closure, n_cl, items[i, 0], items[i, 1], items[i, 2], items[i, 3],
                                        items[i, 4], 0)
         pool_mark = n_pool
-        left = False
         i = 0
         while i < n_cl:
             g = closure[i, 0]
@@ -239,7 +284,9 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
             most_pushed = max(most_pushed, d - real_depth[s])
             for k in range(call_ptr[g], call_ptr[g + 1]):
                 if call_tail[k]:
-                    closure, n_cl = _push_item(closure, n_cl, call_start[k], link, s, p, d, 0)
+                    if n_cl == closure.shape[0]:
+                        return WALK_FULL, 0, 0
+                    n_cl = _push_item(closure, n_cl, call_start[k], link, s, p, d, 0)
                 elif d < max_depth:
                     entry = -1
                     for e in range(pool_mark, n_pool):  # the same return frame pushed twice in one closure
@@ -248,51 +295,67 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
                             break
                     if entry < 0:
                         if n_pool == pool_state.shape[0]:
-                            pool_state, pool_parent = _grow(pool_state), _grow(pool_parent)
+                            return WALK_FULL, 0, 0
                         pool_state[n_pool] = call_ret[k]
                         pool_parent[n_pool] = link
                         entry = n_pool
                         n_pool += 1
-                    closure, n_cl = _push_item(closure, n_cl, call_start[k], entry, s, p, d + 1, 0)
+                    if n_cl == closure.shape[0]:
+                        return WALK_FULL, 0, 0
+                    n_cl = _push_item(closure, n_cl, call_start[k], entry, s, p, d + 1, 0)
             if accepting[g]:
                 if link >= 0:
-                    closure, n_cl = _push_item(closure, n_cl, pool_state[link], pool_parent[link], s, p, d - 1, 0)
+                    if n_cl == closure.shape[0]:
+                        return WALK_FULL, 0, 0
+                    n_cl = _push_item(closure, n_cl, pool_state[link], pool_parent[link], s, p, d - 1, 0)
+                    continue
+                if link == CONTEXT or (p == real_count[s] and real_cut[s]):
+                    if not frame_mode:
+                        return WALK_GAVE_UP, most_pushed, max(deepest, p + 1)
+                    if v == 0:
+                        continue  # leaving before any byte is the business of the frames expansion reached
+                    r = rule_of[g]
+                    for k in range(ret_ptr[r], ret_ptr[r + 1]):  # below the frames given: any caller
+                        if n_cl == closure.shape[0]:
+                            return WALK_FULL, 0, 0
+                        n_cl = _push_item(closure, n_cl, ret_site[k], CONTEXT, s, 0, d - 1, 0)
                     continue
                 deepest = max(deepest, p + 1)
                 if p < real_count[s]:
-                    closure, n_cl = _push_item(closure, n_cl, real_frames[s, p], -1, s, p + 1, d - 1, 0)
-                elif real_cut[s]:
-                    if not frame_mode:
-                        return WALK_GAVE_UP, most_pushed, deepest
-                    if v != 0:
-                        if not left:
-                            follow[:] = False
-                            left = True
-                        follow |= leave_bytes[leave_row[g]]
+                    if n_cl == closure.shape[0]:
+                        return WALK_FULL, 0, 0
+                    n_cl = _push_item(closure, n_cl, real_frames[s, p], -1, s, p + 1, d - 1, 0)
         work += n_cl
         if work > max_work:
             return WALK_GAVE_UP, most_pushed, deepest
         n_items = lo  # this node's set is consumed; the sets above it belong to nodes already walked
-        for k in range(child_start[v], child_end[v]):
+        # the children holding a candidate, found from the candidates (a node may have 256 children)
+        ci = np.searchsorted(candidate_pos, node_tok_end[v])
+        k = child_start[v]
+        while ci < candidate_pos.shape[0] and candidate_pos[ci] < sub_tok_end[v]:
+            k = _child_holding(candidate_pos[ci], k, child_end[v], child_node, node_tok_start)
             c = child_node[k]
             b = child_byte[k]
-            if not _has_candidate(candidate_pos, node_tok_start, sub_tok_end, c):
-                continue
-            if left and follow[b]:
-                _set_bits(uncertain_words, node_toks, token_ids, node_tok_start[c], sub_tok_end[c])
+            k += 1
+            ci = np.searchsorted(candidate_pos, sub_tok_end[c])
             first = n_items
+            own = False  # an item that never went below the frames given is alive
             for j in range(n_cl):
                 g = closure[j, 0]
                 if has_bytes[g]:
                     nxt = trans_flat[g * 256 + b]
                     if nxt >= 0:
-                        items, n_items = _push_item(items, n_items, nxt, closure[j, 1], closure[j, 2],
-                                                    closure[j, 3], closure[j, 4], first)
+                        if n_items == items.shape[0]:
+                            return WALK_FULL, 0, 0
+                        n_items = _push_item(items, n_items, nxt, closure[j, 1], closure[j, 2],
+                                             closure[j, 3], closure[j, 4], first)
+                        own = own or closure[j, 3] != 0
             if n_items == first:
                 continue
-            _set_candidate_bits(out_words, candidate_words, node_toks, token_ids, node_tok_start[c], node_tok_end[c])
+            _set_candidate_bits(out_words if own else uncertain_words, candidate_words, node_toks, token_ids,
+                                node_tok_start[c], node_tok_end[c])
             if top == dfs_node.shape[0]:
-                dfs_node, dfs_lo, dfs_hi = _grow(dfs_node), _grow(dfs_lo), _grow(dfs_hi)
+                return WALK_FULL, 0, 0
             dfs_node[top] = c
             dfs_lo[top] = first
             dfs_hi[top] = n_items

@@ -87,8 +87,8 @@ class TokenIndex:
         self.lazy_token_walk(0, lambda state, byte: None, one)
         none = np.zeros(0, np.int32)
         automaton = (loop, np.ones(1, np.bool_), np.ones(1, np.bool_), np.zeros(2, np.int32), none, none,
-                     np.zeros(0, np.bool_), np.zeros(1, np.int32), np.ones((1, 256), np.bool_))
-        self.frame_sets(automaton, 0, live)
+                     np.zeros(0, np.bool_), np.zeros(1, np.int32), np.zeros(2, np.int32), none)
+        self.frame_sets(automaton, (np.zeros(1, np.int32), np.ones((1, 256), np.bool_)), 0, live)
         stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))
         self.pushdown_walk(automaton, stacks, 8, one)
 
@@ -162,16 +162,18 @@ class TokenIndex:
             np.bitwise_or.at(words, chosen >> 5, (np.uint32(1) << (chosen & 31).astype(np.uint32)))
         return a, b
 
-    def frame_sets(self, automaton: tuple, state: int, live: np.ndarray,
+    def frame_sets(self, automaton: tuple, leave: tuple, state: int, live: np.ndarray,
                    slice_memo: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
 
         Parameters
         ----------
         automaton : tuple of numpy.ndarray
-            ``(trans_flat, has_bytes, accepting, call_ptr, call_start,
-            call_ret, call_tail, leave_row, leave_bytes)`` over global states
+            :attr:`Pda.walk_arrays <leapgen.automata.pda.Pda.walk_arrays>`
             (see :func:`~leapgen.compiler.pda_kernels.pda_walk`).
+        leave : tuple of numpy.ndarray
+            ``(leave_row, leave_bytes)`` of :meth:`Pda._pack_leave_bytes
+            <leapgen.automata.pda.Pda._pack_leave_bytes>`.
         state : int
             The frame's global state.
         live : numpy.ndarray
@@ -189,7 +191,7 @@ class TokenIndex:
         pushed : int
             The most frames a certain token may push above the frame.
         """
-        trans_flat, leave_row, leave_bytes = automaton[0], automaton[7], automaton[8]
+        trans_flat, (leave_row, leave_bytes) = automaton[0], leave
         if not self.use_trie:
             return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes) + (0,)
         certain, uncertain = self.empty_words(), self.empty_words()
