@@ -80,15 +80,13 @@ class Expansion:
     Attributes
     ----------
     frames : tuple of Stack
-        Stacks whose top frame has a byte edge.
-    next_bytes : numpy.ndarray
-        bool, ``(256,)``: bytes some frame can consume.
+        Stacks whose top frame has a byte edge (:meth:`Pda.next_bytes`: the
+        bytes they can consume).
     complete : bool
         The whole input may end here (root rule finished, empty stack below).
     """
 
     frames: tuple
-    next_bytes: np.ndarray
     complete: bool
 
 
@@ -209,7 +207,7 @@ class Pda:
         first, sites = [], [set() for _ in range(n)]
         for r, d in enumerate(self.dfas):
             exp = self.expand(frozenset((Stack(r, d.start, None),)))
-            first.append(exp.next_bytes if not exp.complete else np.ones(256, np.bool_))
+            first.append(self.next_bytes(exp) if not exp.complete else np.ones(256, np.bool_))
             for calls in self.calls[r]:
                 for callee, ret in calls:
                     sites[callee].add((r, ret))
@@ -228,7 +226,7 @@ class Pda:
                 got = follow[r].copy()
                 for caller, ret in sites[r]:
                     exp = after[caller, ret]
-                    got |= exp.next_bytes
+                    got |= self.next_bytes(exp)
                     if exp.complete:
                         got |= follow[caller]
                 if (got != follow[r]).any():
@@ -375,12 +373,16 @@ class Pda:
                     complete = True
                 else:
                     work.append(s.parent)
-        next_bytes = np.zeros(256, bool)
+        return Expansion(tuple(frames), complete)
+
+    def next_bytes(self, expansion: Expansion) -> np.ndarray:
+        """bool ``(256,)``: the bytes some frame of ``expansion`` can consume (a fresh array)."""
+        out = np.zeros(256, bool)
         base = self._base
-        for s in frames:
+        for s in expansion.frames:
             g = base[s.rule] + s.state
-            next_bytes |= self.trans_flat[g << 8:(g + 1) << 8] >= 0
-        return Expansion(tuple(frames), next_bytes, complete)
+            out |= self.trans_flat[g << 8:(g + 1) << 8] >= 0
+        return out
 
     def step(self, expansion: Expansion, byte: int) -> Config:
         """Consume one byte from an expansion; an empty result means rejected."""

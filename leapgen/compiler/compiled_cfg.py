@@ -14,6 +14,8 @@ it gives up).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from leapgen.automata.limits import check_deadline
@@ -21,6 +23,26 @@ from leapgen.automata.pda import Config, Pda
 from leapgen.compiler.compiled import CompiledGrammar
 
 MAX_CONFIG_CACHE = 1 << 16
+#: Distinct sets of top frames whose joined sorts are kept (two bitsets each).
+MAX_TOPS_CACHE = 1024
+
+
+class FrameSort(NamedTuple):
+    """The tokens sorted from one top frame (:meth:`TokenIndex.frame_sets`).
+
+    Attributes
+    ----------
+    certain, uncertain : numpy.ndarray
+        uint32 bitsets ``(ceil(vocab_size / 32),)``, read-only.
+    pushed : int
+        The most frames a certain token may push.
+    has_uncertain : bool
+    """
+
+    certain: np.ndarray
+    uncertain: np.ndarray
+    pushed: int
+    has_uncertain: bool
 #: A grammar with at most this many states with a byte edge sorts every frame's tokens at compile time
 #: (:meth:`ContextFreeGrammar.sort_all_frames`), as xgrammar precomputes its adaptive token mask cache:
 #: ~0.15 ms a frame with Llama-3, ~90 ms for the builtin JSON grammar's 564, paid once per grammar and
@@ -47,7 +69,8 @@ class ContextFreeGrammar(CompiledGrammar):
         self.pda = pda
         self._expansions: dict = {}
         self._steps: dict = {}
-        self._frame_tokens: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        self._frame_tokens: dict[int, FrameSort] = {}
+        self._tops: dict[frozenset, tuple] = {}  # see _sort_tops
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
         self._walk_reads: dict[frozenset, set[int]] = {}
         self._base = pda.state_base.tolist()
@@ -80,7 +103,7 @@ class ContextFreeGrammar(CompiledGrammar):
         got = self._steps.get(key)
         if got is None:
             exp = self.expansion(config)
-            got = self.pda.step(exp, byte) if exp.next_bytes[byte] else frozenset()
+            got = self.pda.step(exp, byte)
             if len(self._steps) > MAX_CONFIG_CACHE:
                 self._steps.clear()
             self._steps[key] = got
@@ -107,20 +130,22 @@ class ContextFreeGrammar(CompiledGrammar):
         exp = self.expansion(state)
         if exp.complete:
             return -1
-        live = np.flatnonzero(exp.next_bytes)
+        live = np.flatnonzero(self.pda.next_bytes(exp))
         return int(live[0]) if len(live) == 1 else -1
 
-    def frame_tokens(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray, int]:
-        """(certain, uncertain, pushed) from a top frame; cached, the bitsets read-only
-        (see :meth:`TokenIndex.frame_sets`)."""
+    def frame_tokens(self, rule: int, state: int) -> FrameSort:
+        """The tokens sorted from a top frame (cached, the arrays read-only; see
+        :meth:`TokenIndex.frame_sets`)."""
         g = self._base[rule] + state
         got = self._frame_tokens.get(g)
         if got is None:
             got = self._frame_tokens[g] = self._sort_frame(g)
         return got
 
-    def _sort_frame(self, g: int) -> tuple[np.ndarray, np.ndarray, int]:
-        return self.token_index.frame_sets(self._automaton, self._leave, g, self._live, self._slice_memo)
+    def _sort_frame(self, g: int) -> FrameSort:
+        certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, self._leave, g, self._live,
+                                                                 self._slice_memo)
+        return FrameSort(certain, uncertain, pushed, bool(uncertain.any()))
 
     def sort_all_frames(self) -> None:
         """Sort the tokens of every frame now (see :data:`EAGER_FRAMES`); mutates the frame cache only.
@@ -136,55 +161,89 @@ class ContextFreeGrammar(CompiledGrammar):
                 self._frame_tokens[g] = self._sort_frame(g)
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
-        certain = self.token_index.empty_words()
-        uncertain = self.token_index.empty_words()
-        limit = self.pda.max_stack_depth
         # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:
         # a token leaving a frame's rule before its first byte is the business of the frames expansion reached.
-        tops = set()
-        for s in self.expansion(state).frames:
-            a, b, pushed = self.frame_tokens(s.rule, s.state)
-            near_limit = s.depth + pushed > limit
-            if near_limit:
-                uncertain |= a  # a certain token may nest past max_stack_depth here: check it on the real stack
-            else:
-                certain |= a
-            uncertain |= b
-            tops.add((s.rule, s.state, near_limit))
-        uncertain &= ~certain
-        if uncertain.any():
-            certain |= self._check_uncertain(state, uncertain, frozenset(tops))
+        limit = self.pda.max_stack_depth
+        tops = frozenset((s.rule, s.state, s.depth + self.frame_tokens(s.rule, s.state).pushed > limit)
+                         for s in self.expansion(state).frames)
+        got = self._tops.get(tops)
+        if got is None:
+            if len(self._tops) > MAX_TOPS_CACHE:
+                self._tops.clear()
+            got = self._tops[tops] = self._sort_tops(tops)
+        certain, candidates, walk = got
+        certain = certain.copy()
+        if candidates is not None:
+            certain |= self._check_uncertain(state, candidates, tops, walk)
         return certain
 
-    def _check_uncertain(self, state: Config, candidates: np.ndarray, tops: frozenset) -> np.ndarray:
+    def _sort_tops(self, tops: frozenset) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The frames' sorts joined (pure): the certain tokens, and the candidates
+        to check on the real stacks with their :meth:`TokenIndex.candidate_walk` (None: none).
+        One frame's candidates get a trie of their own: one frame on top is the common case
+        (inside a string, a number, a key), met again and again."""
+        certain = self.token_index.empty_words()
+        check = []
+        for rule, state, near_limit in tops:
+            f = self.frame_tokens(rule, state)
+            if near_limit:
+                check.append(f.certain)  # a certain token may nest past max_stack_depth here: check it
+            else:
+                certain |= f.certain
+            if f.has_uncertain:
+                check.append(f.uncertain)
+        certain.flags.writeable = False
+        if not check:
+            return certain, None, None
+        if len(tops) == 1 and len(check) == 1:  # one frame's uncertain tokens: disjoint from its certain ones
+            return certain, check[0], self.token_index.candidate_walk(check[0], True)
+        candidates = np.bitwise_or.reduce(check) if len(check) > 1 else check[0].copy()
+        candidates &= ~certain
+        if not candidates.any():
+            return certain, None, None
+        candidates.flags.writeable = False
+        return certain, candidates, self.token_index.candidate_walk(candidates, False)
+
+    def _check_uncertain(self, state: Config, candidates: np.ndarray, tops: frozenset,
+                         walk: tuple | None) -> np.ndarray:
         """The candidate tokens that the configuration ``state`` accepts.
 
-        ``candidates`` follow from ``tops``, the expanded frames' sort. The
-        kernel's result depends only on the top frames of each stack that it
-        read, so it is kept (bounded) under ``tops`` and those frames, and
-        reused by configurations deeper or elsewhere in the document whose
-        stacks agree that far.
+        ``candidates`` follow from ``tops``, the expanded frames' sort
+        (``walk``: their :meth:`TokenIndex.candidate_walk`). The kernel's result
+        depends only on the top frames of each stack that it read, so it is
+        kept (bounded) under ``tops`` and those frames, and reused by
+        configurations deeper or elsewhere in the document whose stacks
+        agree that far.
         """
         pda = self.pda
-        stacks = pda.stack_arrays(state, MAX_KERNEL_FRAMES)
-        frames, count, _, depth = stacks
-        deepest = int(depth.max())
+        deepest = max(s.depth for s in state)
         for read in tuple(self._walk_reads.get(tops, ())):  # a copy: a batch fill's pool thread may add to it
-            got = self._walks.get((tops, _stack_key(frames, count, read)))
+            got = self._walks.get((tops, _stack_key(state, read, self._base)))
             if got is not None and deepest + got[1] <= pda.max_stack_depth:
                 return got[0]
-        got, pushed, read = self.token_index.pushdown_walk(self._automaton, stacks, pda.max_stack_depth, candidates)
+        stacks = pda.stack_arrays(state, MAX_KERNEL_FRAMES)
+        got, pushed, read = self.token_index.pushdown_walk(self._automaton, stacks, pda.max_stack_depth, candidates,
+                                                           walk=walk)
         if got is None:
             return self.token_index.lazy_token_walk(state, self.step, candidates)
         if len(self._walks) > MAX_CONFIG_CACHE:
             self._walks.clear()
             self._walk_reads.clear()
         self._walk_reads.setdefault(tops, set()).add(read)
-        self._walks[tops, _stack_key(frames, count, read)] = (got, pushed)
+        self._walks[tops, _stack_key(state, read, self._base)] = (got, pushed)
         return got
 
 
-def _stack_key(frames: np.ndarray, count: np.ndarray, read: int) -> tuple:
-    """The top ``read`` frames of each stack (fewer where a stack is shorter), in a canonical order."""
-    return tuple(sorted(tuple(row[:min(read, n)].tolist()) + ((-1,) if n < read else ())
-                        for row, n in zip(frames, count.tolist())))
+def _stack_key(config: Config, read: int, base: list[int]) -> tuple:
+    """The top ``read`` frames of each stack as global states, ``-1`` after a stack
+    shorter than that, in a canonical order (what :func:`pda_walk` read of them)."""
+    rows = []
+    for s in config:
+        row = []
+        while s is not None and len(row) < read:
+            row.append(base[s.rule] + s.state)
+            s = s.parent
+        if len(row) < read:
+            row.append(-1)
+        rows.append(tuple(row))
+    return tuple(sorted(rows))
