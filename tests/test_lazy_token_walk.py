@@ -64,6 +64,9 @@ def test_trie_fallback_and_literal_walks_agree(grammar_compiler, family, grammar
             kernel, _, _ = index.pushdown_walk(compiled._automaton, pda.stack_arrays(config, 256),
                                                pda.max_stack_depth, candidates)
             assert kernel is not None and np.array_equal(kernel, got), prefix
+            own, _, _ = index.pushdown_walk(compiled._automaton, pda.stack_arrays(config, 256),
+                                            pda.max_stack_depth, candidates, walk=index.candidate_walk(candidates))
+            assert own is not None and np.array_equal(own, got), prefix  # over the candidates' own trie
             short, _, _ = index.pushdown_walk(compiled._automaton, pda.stack_arrays(config, 1),
                                               pda.max_stack_depth, candidates)
             assert short is None or np.array_equal(short, got), prefix

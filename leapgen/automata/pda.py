@@ -266,15 +266,19 @@ class Pda:
         """
         base = self._base
         stacks = list(config)
-        count = [min(s.depth, max_frames) for s in stacks]
-        frames = np.zeros((len(stacks), max(count, default=1)), np.int32)
-        for i, s in enumerate(stacks):
-            row = frames[i]
-            for j in range(count[i]):
-                row[j] = base[s.rule] + s.state
+        n = len(stacks)
+        width = min(max((s.depth for s in stacks), default=1), max_frames)
+        flat = [s.depth for s in stacks] + [min(s.depth, max_frames) for s in stacks]  # one array built
+        for s in stacks:
+            k = 0
+            while k < width and s is not None:
+                flat.append(base[s.rule] + s.state)
                 s = s.parent
-        depth = np.array([s.depth for s in stacks], np.int32)
-        return frames, np.array(count, np.int32), depth > np.array(count, np.int32), depth
+                k += 1
+            flat += [0] * (width - k)
+        arr = np.array(flat, np.int32)
+        depth, count = arr[:n], arr[n:2 * n]
+        return arr[2 * n:].reshape(n, width), count, depth > count, depth
 
     # -- compile-time analysis -----------------------------------------------------------------
 

@@ -6,8 +6,9 @@ tokens that a frame's rule (with its callees) consumes whole are *certain*
 whatever the stack below; they are found once per frame by a pushdown trie
 walk with the stack below unknown (token slices shortcut it), which also
 collects the *uncertain* tokens, those that go on after the rule returned
-(see :meth:`TokenIndex.frame_sets`). Only those are checked against the
-real configuration at run time, by the same kernel over the real stacks
+into some caller that may accept them (see :meth:`TokenIndex.frame_sets`).
+Only those are checked against the real configuration at run time, by the
+same kernel over the real stacks and a trie of the candidates alone
 (:meth:`TokenIndex.pushdown_walk`; :meth:`TokenIndex.lazy_token_walk` where
 it gives up).
 """
@@ -20,6 +21,7 @@ import numpy as np
 
 from leapgen.automata.limits import check_deadline
 from leapgen.automata.pda import Config, Pda
+from leapgen.compiler import pda_kernels
 from leapgen.compiler.compiled import CompiledGrammar
 
 MAX_CONFIG_CACHE = 1 << 16
@@ -37,15 +39,24 @@ class FrameSort(NamedTuple):
     pushed : int
         The most frames a certain token may push.
     has_uncertain : bool
+    row : int
+        Where the two bitsets are kept in the grammar's table of sorts.
+    walk : tuple or None
+        :meth:`TokenIndex.candidate_walk` of the uncertain tokens over their
+        own trie (None without them or without the trie kernels).
     """
 
     certain: np.ndarray
     uncertain: np.ndarray
     pushed: int
     has_uncertain: bool
+    row: int
+    walk: tuple | None
+
+
 #: A grammar with at most this many states with a byte edge sorts every frame's tokens at compile time
 #: (:meth:`ContextFreeGrammar.sort_all_frames`), as xgrammar precomputes its adaptive token mask cache:
-#: ~0.15 ms a frame with Llama-3, ~90 ms for the builtin JSON grammar's 564, paid once per grammar and
+#: ~0.2 ms a frame with Llama-3, ~110 ms for the builtin JSON grammar's 564, paid once per grammar and
 #: vocabulary; bigger grammars sort frames at their first mask fill.
 EAGER_FRAMES = 640
 #: Frames of each stack handed to the pushdown walk kernel; a token popping below them is walked in Python.
@@ -70,6 +81,9 @@ class ContextFreeGrammar(CompiledGrammar):
         self._expansions: dict = {}
         self._steps: dict = {}
         self._frame_tokens: dict[int, FrameSort] = {}
+        # the frames' sorted bitsets (certain, uncertain) as rows of one table, joined by one kernel pass
+        self._sort_bits = np.zeros((0, 2, token_index.bitmask_words), np.uint32)
+        self._n_sorted = 0
         self._tops: dict[frozenset, tuple] = {}  # see _sort_tops
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
         self._walk_reads: dict[frozenset, set[int]] = {}
@@ -143,9 +157,21 @@ class ContextFreeGrammar(CompiledGrammar):
         return got
 
     def _sort_frame(self, g: int) -> FrameSort:
+        with self._lock:  # a row of the table, written by this call alone
+            row, bits = self._n_sorted, self._sort_bits
+            if row == len(bits):  # rows never move once written: older tables stay valid for their readers
+                bits = np.zeros((max(16, 2 * row), *bits.shape[1:]), np.uint32)
+                bits[:row] = self._sort_bits[:row]
+                self._sort_bits = bits
+            self._n_sorted = row + 1
         certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, self._leave, g, self._live,
-                                                                 self._slice_memo)
-        return FrameSort(certain, uncertain, pushed, bool(uncertain.any()))
+                                                                 self._slice_memo, out=(bits[row, 0], bits[row, 1]))
+        with self._lock:
+            if self._sort_bits is not bits:  # another thread grew the table meanwhile, copying this row unwritten
+                self._sort_bits[row] = bits[row]
+        has_uncertain = bool(uncertain.any())
+        walk = self.token_index.candidate_walk(uncertain) if has_uncertain else None
+        return FrameSort(certain, uncertain, pushed, has_uncertain, row, walk)
 
     def sort_all_frames(self) -> None:
         """Sort the tokens of every frame now (see :data:`EAGER_FRAMES`); mutates the frame cache only.
@@ -155,7 +181,13 @@ class ContextFreeGrammar(CompiledGrammar):
         CompileLimitError
             The compile time limit (:mod:`leapgen.automata.limits`) passed.
         """
-        for g in np.flatnonzero(self.pda.has_bytes_flat).tolist():
+        frames = np.flatnonzero(self.pda.has_bytes_flat).tolist()
+        with self._lock:
+            if len(self._sort_bits) < self._n_sorted + len(frames):
+                bits = np.zeros((self._n_sorted + len(frames), *self._sort_bits.shape[1:]), np.uint32)
+                bits[:self._n_sorted] = self._sort_bits[:self._n_sorted]
+                self._sort_bits = bits
+        for g in frames:
             check_deadline("sorting the tokens of every grammar state")
             if g not in self._frame_tokens:
                 self._frame_tokens[g] = self._sort_frame(g)
@@ -171,79 +203,88 @@ class ContextFreeGrammar(CompiledGrammar):
             if len(self._tops) > MAX_TOPS_CACHE:
                 self._tops.clear()
             got = self._tops[tops] = self._sort_tops(tops)
-        certain, candidates, walk = got
+        certain, checks = got
         certain = certain.copy()
-        if candidates is not None:
-            certain |= self._check_uncertain(state, candidates, tops, walk)
+        if checks:
+            certain |= self._check_uncertain(state, checks, tops)
         return certain
 
-    def _sort_tops(self, tops: frozenset) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """The frames' sorts joined (pure): the certain tokens, and the candidates
-        to check on the real stacks with their :meth:`TokenIndex.candidate_walk` (None: none).
-        One frame's candidates get a trie of their own: one frame on top is the common case
-        (inside a string, a number, a key), met again and again."""
-        certain = self.token_index.empty_words()
-        check = []
-        for rule, state, near_limit in tops:
-            f = self.frame_tokens(rule, state)
-            if near_limit:
-                check.append(f.certain)  # a certain token may nest past max_stack_depth here: check it
-            else:
-                certain |= f.certain
-            if f.has_uncertain:
-                check.append(f.uncertain)
-        certain.flags.writeable = False
-        if not check:
-            return certain, None, None
-        if len(tops) == 1 and len(check) == 1:  # one frame's uncertain tokens: disjoint from its certain ones
-            return certain, check[0], self.token_index.candidate_walk(check[0], True)
-        candidates = np.bitwise_or.reduce(check) if len(check) > 1 else check[0].copy()
-        candidates &= ~certain
-        if not candidates.any():
-            return certain, None, None
-        candidates.flags.writeable = False
-        return certain, candidates, self.token_index.candidate_walk(candidates, False)
+    def _sort_tops(self, tops: frozenset) -> tuple[np.ndarray, tuple]:
+        """The frames' sorts joined (pure): the certain tokens (read-only), and what to
+        check on the real stacks: ``(candidates, walk)`` pairs for :meth:`TokenIndex.pushdown_walk`.
 
-    def _check_uncertain(self, state: Config, candidates: np.ndarray, tops: frozenset,
-                         walk: tuple | None) -> np.ndarray:
+        Each frame's uncertain tokens are walked over their own trie, built when the frame
+        was sorted (a few kilobytes, so the walk stays in the CPU caches). Near the stack
+        depth bound, a frame's certain tokens are checked too, with all the candidates, over
+        the vocabulary's trie.
+        """
+        sorts = [(self.frame_tokens(rule, state), near_limit) for rule, state, near_limit in tops]
+        if len(sorts) == 1 and not sorts[0][1]:
+            f = sorts[0][0]
+            return f.certain, ((f.uncertain, f.walk),) if f.has_uncertain else ()
+        certain, candidates = self.token_index.empty_words(), self.token_index.empty_words()
+        rows = np.array([f.row for f, _ in sorts], np.int32)
+        near_limit = np.array([near for _, near in sorts], np.bool_)
+        some = pda_kernels.join_sorts(self._sort_bits, rows, near_limit, certain, candidates)
+        certain.flags.writeable = False
+        if not some:
+            return certain, ()
+        if near_limit.any():
+            candidates.flags.writeable = False
+            return certain, ((candidates, None),)
+        return certain, tuple((f.uncertain, f.walk) for f, _ in sorts if f.has_uncertain)
+
+    def _check_uncertain(self, state: Config, checks: tuple, tops: frozenset) -> np.ndarray:
         """The candidate tokens that the configuration ``state`` accepts.
 
-        ``candidates`` follow from ``tops``, the expanded frames' sort
-        (``walk``: their :meth:`TokenIndex.candidate_walk`). The kernel's result
-        depends only on the top frames of each stack that it read, so it is
-        kept (bounded) under ``tops`` and those frames, and reused by
-        configurations deeper or elsewhere in the document whose stacks
-        agree that far.
+        ``checks`` (see :meth:`_sort_tops`) follow from ``tops``, the expanded
+        frames' sort. The kernel's result depends only on the top frames of
+        each stack that it read, so it is kept (bounded) under ``tops`` and
+        those frames, and reused by configurations deeper or elsewhere in the
+        document whose stacks agree that far.
         """
         pda = self.pda
         deepest = max(s.depth for s in state)
-        for read in tuple(self._walk_reads.get(tops, ())):  # a copy: a batch fill's pool thread may add to it
-            got = self._walks.get((tops, _stack_key(state, read, self._base)))
-            if got is not None and deepest + got[1] <= pda.max_stack_depth:
-                return got[0]
+        reads = tuple(self._walk_reads.get(tops, ()))  # a copy: a batch fill's pool thread may add to it
+        if reads:
+            chains = _stack_chains(state, max(reads), self._base)
+            for read in reads:
+                got = self._walks.get((tops, _stack_key(chains, read)))
+                if got is not None and deepest + got[1] <= pda.max_stack_depth:
+                    return got[0]
         stacks = pda.stack_arrays(state, MAX_KERNEL_FRAMES)
-        got, pushed, read = self.token_index.pushdown_walk(self._automaton, stacks, pda.max_stack_depth, candidates,
-                                                           walk=walk)
-        if got is None:
-            return self.token_index.lazy_token_walk(state, self.step, candidates)
+        got, pushed, read = None, 0, 0
+        for candidates, walk in checks:
+            words, p, r = self.token_index.pushdown_walk(self._automaton, stacks, pda.max_stack_depth, candidates,
+                                                         walk=walk)
+            if words is None:
+                return self.token_index.lazy_token_walk(state, self.step, np.bitwise_or.reduce([c for c, _ in checks]))
+            got = words if got is None else got | words
+            pushed, read = max(pushed, p), max(read, r)
         if len(self._walks) > MAX_CONFIG_CACHE:
             self._walks.clear()
             self._walk_reads.clear()
         self._walk_reads.setdefault(tops, set()).add(read)
-        self._walks[tops, _stack_key(state, read, self._base)] = (got, pushed)
+        self._walks[tops, _stack_key(_stack_chains(state, read, self._base), read)] = (got, pushed)
         return got
 
 
-def _stack_key(config: Config, read: int, base: list[int]) -> tuple:
-    """The top ``read`` frames of each stack as global states, ``-1`` after a stack
-    shorter than that, in a canonical order (what :func:`pda_walk` read of them)."""
-    rows = []
+def _stack_chains(config: Config, frames: int, base: list[int]) -> list[tuple]:
+    """The top ``frames`` frames of each stack as global states, then ``-1`` where a
+    stack is shorter (what :func:`pda_walk` reads of them)."""
+    chains = []
     for s in config:
-        row = []
-        while s is not None and len(row) < read:
-            row.append(base[s.rule] + s.state)
+        chain = []
+        while s is not None and len(chain) < frames:
+            chain.append(base[s.rule] + s.state)
             s = s.parent
-        if len(row) < read:
-            row.append(-1)
-        rows.append(tuple(row))
-    return tuple(sorted(rows))
+        if len(chain) < frames:
+            chain.append(-1)
+        chains.append(tuple(chain))
+    return chains
+
+
+def _stack_key(chains: list[tuple], read: int) -> tuple:
+    """The top ``read`` frames of each chain (with the ``-1`` of a shorter stack), in a canonical order;
+    ``chains`` from :func:`_stack_chains` with at least ``read`` frames."""
+    return tuple(sorted(c[:read] for c in chains))

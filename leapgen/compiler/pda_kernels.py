@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.compiler.trie_kernels import _jit, _set_bits, _set_candidate_bits
+from leapgen.compiler.trie_kernels import _jit, _set_bits, _set_candidate_bits, build_trie
 
 #: pda_walk's results.
 WALK_DONE = 0
@@ -122,6 +122,52 @@ def candidate_positions(words, trie_pos):
         if p >= 0:
             marks[p >> 5] |= np.uint32(1) << np.uint32(p & 31)
     return _bit_positions(marks).astype(np.int32)
+
+
+@_jit
+def candidate_trie(words, trie_pos, node_toks, byte_matrix, byte_lengths):
+    """A trie of only the tokens set in uint32 bitset ``words``: :func:`build_trie`'s
+    arrays over its own rows, the vocabulary row of each (int32), and every
+    token's position in it (int32 ``0..n``). See :func:`candidate_positions`."""
+    rows = node_toks[candidate_positions(words, trie_pos)]  # in lexicographic order, as build_trie wants
+    lengths = np.empty(rows.shape[0], np.int32)
+    width = 1
+    for i in range(rows.shape[0]):
+        lengths[i] = byte_lengths[rows[i]]
+        width = max(width, lengths[i])
+    matrix = np.empty((rows.shape[0], width), np.uint8)
+    for i in range(rows.shape[0]):
+        matrix[i] = byte_matrix[rows[i], :width]
+    order = np.arange(rows.shape[0]).astype(np.int32)
+    return build_trie(matrix, lengths, order), rows, order
+
+
+@_jit
+def join_sorts(bits, rows, near_limit, certain, candidates):
+    """Join the token sorts of a configuration's top frames in one pass.
+
+    ``bits`` (uint32 ``(n, 2, words)``) holds each sorted frame's certain and
+    uncertain bitsets; ``rows`` (int32) picks the frames. A frame near the
+    stack depth bound (``near_limit``, bool) has its certain tokens checked
+    too. Writes ``certain`` (the union of the certain sets) and
+    ``candidates`` (the rest to check on the real stacks); returns whether
+    there is any candidate.
+    """
+    some = False
+    for w in range(certain.shape[0]):
+        c = np.uint32(0)
+        u = np.uint32(0)
+        for i in range(rows.shape[0]):
+            if near_limit[i]:
+                u |= bits[rows[i], 0, w]
+            else:
+                c |= bits[rows[i], 0, w]
+            u |= bits[rows[i], 1, w]
+        u &= ~c
+        certain[w] = c
+        candidates[w] = u
+        some = some or u != 0
+    return some
 
 
 @_jit

@@ -94,6 +94,9 @@ class TokenIndex:
         automaton = (loop, np.ones(1, np.bool_), np.ones(1, np.bool_), np.zeros(2, np.int32), none, none,
                      np.zeros(0, np.bool_), np.zeros(1, np.int32), np.zeros(2, np.int32), none)
         self.frame_sets(automaton, (np.zeros(1, np.int32), np.ones((1, 256), np.bool_)), 0, live)
+        self.candidate_walk(one)
+        pda_kernels.join_sorts(np.zeros((1, 2, len(one)), np.uint32), np.zeros(1, np.int32), np.zeros(1, np.bool_),
+                               self.empty_words(), self.empty_words())
         stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))
         self.pushdown_walk(automaton, stacks, 8, one)
 
@@ -168,7 +171,8 @@ class TokenIndex:
         return a, b
 
     def frame_sets(self, automaton: tuple, leave: tuple, state: int, live: np.ndarray,
-                   slice_memo: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+                   slice_memo: np.ndarray | None = None, out: tuple | None = None,
+                   ) -> tuple[np.ndarray, np.ndarray, int]:
         """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
 
         Parameters
@@ -185,11 +189,14 @@ class TokenIndex:
             int8, ``(n_states,)``, all ones (the token slices' state classes).
         slice_memo : numpy.ndarray, optional
             As :meth:`token_sets` (mutated).
+        out : tuple of numpy.ndarray, optional
+            Two zeroed uint32 bitsets to write the result into (mutated);
+            default fresh ones.
 
         Returns
         -------
         certain, uncertain : numpy.ndarray
-            Fresh uint32 bitsets, ``(ceil(vocab_size / 32),)``: tokens the
+            uint32 bitsets (``out`` if given), ``(ceil(vocab_size / 32),)``: tokens the
             frame's rule (with its callees) consumes whole, valid whatever
             the stack below; and tokens that may go on only after the rule
             returned, to be checked against the real stacks.
@@ -198,8 +205,12 @@ class TokenIndex:
         """
         trans_flat, (leave_row, leave_bytes) = automaton[0], leave
         if not self.use_trie:
-            return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes) + (0,)
-        certain, uncertain = self.empty_words(), self.empty_words()
+            certain, uncertain = self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes)
+            if out is None:
+                return certain, uncertain, 0
+            out[0][:], out[1][:] = certain, uncertain
+            return out + (0,)
+        certain, uncertain = (self.empty_words(), self.empty_words()) if out is None else out
         trie, ids = self._trie, self._row_ids
         memo = self.new_slice_memo(len(live)) if slice_memo is None else slice_memo
         i, k, _ = first_slice(trans_flat, state, live, memo, *self._char_dfas)
@@ -327,7 +338,8 @@ class TokenIndex:
         max_work : int
             Closure items computed before giving up.
         walk : tuple, optional
-            :meth:`candidate_walk` of ``candidates``, if the caller keeps it.
+            :meth:`candidate_walk` of ``candidates``, if the caller keeps it
+            (else the vocabulary's trie is walked).
 
         Returns
         -------
@@ -342,7 +354,10 @@ class TokenIndex:
         """
         if not self.use_trie:
             return None, 0, 0
-        trie, ids, pos = self.candidate_walk(candidates, False) if walk is None else walk
+        if walk is None:
+            trie, ids, pos = self._trie, self._row_ids, self.candidate_positions(candidates)
+        else:
+            trie, ids, pos = walk
         out = self.empty_words()
         status, pushed, read = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, False, *trie, ids, pos,
                                                     candidates, out, out)
@@ -352,37 +367,25 @@ class TokenIndex:
         """int32, sorted: the trie positions of the tokens set in uint32 bitset ``words`` (trie kernels only)."""
         return pda_kernels.candidate_positions(words, self._trie_pos)
 
-    def candidate_walk(self, words: np.ndarray, own_trie: bool) -> tuple | None:
-        """What :meth:`pushdown_walk` walks to check the tokens set in uint32 bitset ``words``.
+    def candidate_walk(self, words: np.ndarray) -> tuple | None:
+        """A trie of only the tokens set in uint32 bitset ``words``, for :meth:`pushdown_walk`.
 
-        Parameters
-        ----------
-        words : numpy.ndarray
-            uint32 ``(ceil(vocab_size / 32),)``, not mutated.
-        own_trie : bool
-            Build a trie of only these tokens: a few kilobytes where the
-            vocabulary's is tens of megabytes, so a walk stays in the CPU
-            caches, for ~15 µs + 0.1 µs a token once (worth it for candidates
-            checked again and again). Else the vocabulary's trie, with the
-            tokens' positions in it.
+        A few kilobytes where the vocabulary's trie is tens of megabytes, so
+        a walk of it stays in the CPU caches; ~15 µs + 0.1 µs a token to
+        build, worth it for candidates checked again and again. Pure.
 
         Returns
         -------
         tuple or None
             ``(trie arrays, row ids, positions)`` as
             :func:`~leapgen.compiler.pda_kernels.pda_walk` takes them; None
-            without the trie kernels. Pure.
+            without the trie kernels.
         """
         if not self.use_trie:
             return None
-        positions = self.candidate_positions(words)
-        if not own_trie:
-            return self._trie, self._row_ids, positions
-        rows = self._trie[6][positions]  # in lexicographic order, as build_trie wants
-        lengths = self._byte_lengths[rows]
-        order = np.arange(len(rows), dtype=np.int32)
-        trie = trie_kernels.build_trie(self._byte_matrix[rows, :int(lengths.max())], lengths, order)
-        return trie, self._row_ids[rows], order
+        trie, rows, positions = pda_kernels.candidate_trie(words, self._trie_pos, self._trie[6], self._byte_matrix,
+                                                           self._byte_lengths)
+        return trie, self._row_ids[rows], positions
 
     def _sorted_walk(self, start: Hashable, step, ids: np.ndarray) -> np.ndarray:
         """:meth:`lazy_token_walk` without the trie kernels."""

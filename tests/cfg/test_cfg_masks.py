@@ -434,3 +434,22 @@ def test_masks_equal_brute_force_along_a_nested_document(family):
             assert matcher.accept_string(data[i:i + 1])
     assert matcher.is_completed()
     assert want[sorted(oracle.stop_ids)].all()
+
+
+def test_frame_sort_looks_past_the_rule_into_its_callers(grammar_compiler):
+    """Context expansion: inside a JSON string the stack below is unknown, but no caller of a
+    string accepts ``;`` after it, so ``"];`` is rejected once per frame; ``",`` and ``"]`` depend
+    on the caller and are left to the per-configuration check; neither is certain."""
+    compiled = grammar_compiler("llama3").compile_builtin_json_grammar()
+    token_bytes = compiled.tokenizer_info.token_bytes
+    ids = {b: token_bytes.index(b) for b in (b'"];', b'",', b'"]', b"abc")}
+    config = compiled.walk(compiled.start_state, b'["x')
+    (frame,) = compiled.expansion(config).frames
+    sort = compiled.frame_tokens(frame.rule, frame.state)
+    bit = lambda words, t: bool((int(words[t >> 5]) >> (t & 31)) & 1)  # noqa: E731
+    assert not bit(sort.certain, ids[b'"];']) and not bit(sort.uncertain, ids[b'"];'])
+    for t in (b'",', b'"]'):
+        assert bit(sort.uncertain, ids[t]) and not bit(sort.certain, ids[t])
+    assert bit(sort.certain, ids[b"abc"])
+    row = compiled.bitmask_row(config)[0].view(np.uint32)  # in an array: "] closes it, ", goes on
+    assert bit(row, ids[b'",']) and bit(row, ids[b'"]']) and not bit(row, ids[b'"];'])
