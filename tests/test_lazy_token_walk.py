@@ -90,8 +90,8 @@ def test_masks_without_the_trie_kernels_agree(grammar_compiler, family, grammar)
     slow = ContextFreeGrammar(compiled.pda, compiled.tokenizer_info, numpy_index(family), kind="ebnf")
     live = np.ones(len(compiled.pda.has_bytes_flat), np.int8)
     for g in range(len(live)):
-        fine = compiled.token_index.frame_sets(compiled._automaton, compiled._leave, g, live)[0]
-        coarse = slow.token_index.frame_sets(compiled._automaton, compiled._leave, g, live)[0]
+        fine = compiled.token_index.frame_sets(compiled._automaton, g, live)[0]
+        coarse = slow.token_index.frame_sets(compiled._automaton, g, live)[0]
         assert not (coarse & ~fine).any(), g  # the kernel's certain tokens include the coarse ones
     for prefix in PREFIXES[grammar]:
         m = GrammarMatcher(compiled)

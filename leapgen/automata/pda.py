@@ -190,7 +190,8 @@ class Pda:
     def walk_arrays(self) -> tuple[np.ndarray, ...]:
         """The arrays :func:`~leapgen.compiler.pda_kernels.pda_walk` takes first, in its order."""
         return (self.trans_flat, self.has_bytes_flat, self.accepting_flat, self.call_ptr, self.call_start,
-                self.call_ret, self.call_tail, self.rule_of, self.ret_ptr, self.ret_site)
+                self.call_ret, self.call_tail, self.rule_of, self.ret_ptr, self.ret_site, self.leave_row,
+                self.leave_bytes)
 
     def _pack_leave_bytes(self) -> None:
         """Where a frame may leave its rule, and with which next bytes.

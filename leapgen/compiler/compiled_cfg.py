@@ -91,7 +91,6 @@ class ContextFreeGrammar(CompiledGrammar):
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
         self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat))
         self._automaton = pda.walk_arrays
-        self._leave = (pda.leave_row, pda.leave_bytes)
 
     @property
     def n_states(self) -> int:
@@ -164,7 +163,7 @@ class ContextFreeGrammar(CompiledGrammar):
                 bits[:row] = self._sort_bits[:row]
                 self._sort_bits = bits
             self._n_sorted = row + 1
-        certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, self._leave, g, self._live,
+        certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live,
                                                                  self._slice_memo, out=(bits[row, 0], bits[row, 1]))
         with self._lock:
             if self._sort_bits is not bits:  # another thread grew the table meanwhile, copying this row unwritten

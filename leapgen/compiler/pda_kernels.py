@@ -40,8 +40,12 @@ WALK_DONE = 0
 WALK_GAVE_UP = 1
 #: (internal) A buffer of :func:`_pda_walk` is full.
 WALK_FULL = 2
+#: The most closure items one trie node of :func:`pda_walk` may hold (buffers grow 4x up to it, then it gives up).
+MAX_WALK_BUFFER = 1 << 14
 #: The ``link`` of an item that went below the frames handed over in frame mode: any caller may be next.
 CONTEXT = -2
+#: pda_walk's modes (see its ``frame_mode``).
+CHECK, FRAME_RETURN, FRAME_CONTEXT = 0, 1, 2
 
 
 @_jit
@@ -204,7 +208,7 @@ def _push_item(buf, n, gs, link, s, p, d, lo):
 
 @_jit
 def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
-             real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
+             leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
              child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth,
              node_end, token_ids, candidate_pos, candidate_words, out_words, uncertain_words):
     """Walk tokens through a pushdown configuration (see the module docstring).
@@ -224,6 +228,9 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
     ret_ptr, ret_site : int32 ``(n_rules + 1,)``, ``(m,)``
         The states a frame of rule ``r`` may return to, over every call
         site: ``ret_site[ret_ptr[r]:ret_ptr[r + 1]]``.
+    leave_row, leave_bytes : int32 ``(n_states,)``, bool ``(m, 256)``
+        The bytes that may follow where a frame in state ``q`` returns:
+        ``leave_bytes[leave_row[q]]`` (:meth:`Pda._pack_leave_bytes`).
     real_frames : int32 ``(n_stacks, k)``
         Each stack of the configuration, top frame first, as global states;
         ``real_count`` (int32 ``(n_stacks,)``) frames given, ``real_cut``
@@ -232,14 +239,18 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
     max_depth, max_work : int
         The deepest stack kept (deeper pushes are cut) and a limit on the
         closure items computed.
-    frame_mode : bool
-        Where a stack pops below its frames handed over and ``real_cut`` is
-        set, the walk goes on in every return site of the rule (any caller:
-        the items are marked :data:`CONTEXT`), as xgrammar's context
-        expansion looks past a rule's end; a candidate that only such items
-        keep alive is set in ``uncertain_words``, not in ``out_words`` (at the
-        root no item goes below: leaving before any byte is the business of
-        the other expanded frames). In check mode that pop gives up.
+    frame_mode : int
+        What a stack popping below its frames handed over (``real_cut``
+        set) does. :data:`CHECK`: the walk gives up. :data:`FRAME_RETURN`:
+        each trie subtree holding a candidate and entered next with a byte
+        that may follow the return is set whole in ``uncertain_words``.
+        :data:`FRAME_CONTEXT`: the walk goes on in every return site of the
+        rule (any caller: the items are marked :data:`CONTEXT`), as
+        xgrammar's context expansion looks past a rule's end, and a
+        candidate that only such items keep alive is set in
+        ``uncertain_words``, not in ``out_words``. Neither at the root:
+        leaving before any byte is the business of the other expanded
+        frames.
     candidate_pos : int32, sorted
         Positions in ``node_toks`` of the tokens to check; ``candidate_words``
         their uint32 bitset.
@@ -251,8 +262,9 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
     Returns
     -------
     (int, int, int)
-        :data:`WALK_DONE` or :data:`WALK_GAVE_UP` (``out_words`` is then
-        incomplete); the most frames the walk pushed above the stacks handed
+        :data:`WALK_DONE` or :data:`WALK_GAVE_UP` (``out_words`` and
+        ``uncertain_words`` are then incomplete: the bits set are right, the
+        tokens not walked yet are in neither); the most frames the walk pushed above the stacks handed
         over (a bound for every token accepted); and how many frames of each
         stack, from the top, the walk read (one more than a stack holds where
         it tried to pop past its bottom): any configuration whose stacks
@@ -276,18 +288,20 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
         dfs = np.empty((3, size), np.int64)  # the depth-first stack: node, its items' rows lo:hi
         status, pushed, read = _pda_walk(
             trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
-            real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
-            child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
+            leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
+            child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
             candidate_words, out_words, uncertain_words, items, closure, pool[0], pool[1], dfs[0], dfs[1], dfs[2])
         if status != WALK_FULL:  # else again with room: the bits set so far are right, set again
             return status, pushed, read
         size *= 4
+        if size > MAX_WALK_BUFFER or frame_mode == FRAME_CONTEXT:  # a context fan-out that big: not worth it
+            return WALK_GAVE_UP, pushed, read
 
 
 @_jit
 def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
-              real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
-              child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
+              leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
+              child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
               candidate_words, out_words, uncertain_words, items, closure, pool_state, pool_parent, dfs_node, dfs_lo,
               dfs_hi):
     """:func:`pda_walk` in buffers it is handed (never reassigned, so that
@@ -295,11 +309,12 @@ def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, 
     :data:`WALK_FULL` when one is full."""
     n_items = 0
     n_pool = 0
+    follow = np.zeros(256, np.bool_)  # FRAME_RETURN: the bytes that may follow a return at this node
     most_pushed = 0
     deepest = 1  # real frames read (or, one past a stack's bottom, tried to read)
     for s in range(real_frames.shape[0]):
         if n_items == items.shape[0]:
-            return WALK_FULL, 0, 0
+            return WALK_FULL, most_pushed, deepest
         n_items = _push_item(items, n_items, real_frames[s, 0], -1, s, 1, real_depth[s], 0)
     dfs_node[0] = 0
     dfs_lo[0] = 0
@@ -315,12 +330,15 @@ def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, 
         n_cl = 0
         for i in range(lo, hi):
             if n_cl == closure.shape[0]:
-                return WALK_FULL, 0, 0
+                return WALK_FULL, most_pushed, deepest
             n_cl = _push_item(closure, n_cl, items[i, 0], items[i, 1], items[i, 2], items[i, 3],
                                        items[i, 4], 0)
         pool_mark = n_pool
+        left = False
         i = 0
         while i < n_cl:
+            if work + n_cl > max_work:
+                return WALK_GAVE_UP, most_pushed, deepest
             g = closure[i, 0]
             link = closure[i, 1]
             s = closure[i, 2]
@@ -331,7 +349,7 @@ def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, 
             for k in range(call_ptr[g], call_ptr[g + 1]):
                 if call_tail[k]:
                     if n_cl == closure.shape[0]:
-                        return WALK_FULL, 0, 0
+                        return WALK_FULL, most_pushed, deepest
                     n_cl = _push_item(closure, n_cl, call_start[k], link, s, p, d, 0)
                 elif d < max_depth:
                     entry = -1
@@ -341,35 +359,41 @@ def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, 
                             break
                     if entry < 0:
                         if n_pool == pool_state.shape[0]:
-                            return WALK_FULL, 0, 0
+                            return WALK_FULL, most_pushed, deepest
                         pool_state[n_pool] = call_ret[k]
                         pool_parent[n_pool] = link
                         entry = n_pool
                         n_pool += 1
                     if n_cl == closure.shape[0]:
-                        return WALK_FULL, 0, 0
+                        return WALK_FULL, most_pushed, deepest
                     n_cl = _push_item(closure, n_cl, call_start[k], entry, s, p, d + 1, 0)
             if accepting[g]:
                 if link >= 0:
                     if n_cl == closure.shape[0]:
-                        return WALK_FULL, 0, 0
+                        return WALK_FULL, most_pushed, deepest
                     n_cl = _push_item(closure, n_cl, pool_state[link], pool_parent[link], s, p, d - 1, 0)
                     continue
                 if link == CONTEXT or (p == real_count[s] and real_cut[s]):
-                    if not frame_mode:
+                    if frame_mode == CHECK:
                         return WALK_GAVE_UP, most_pushed, max(deepest, p + 1)
                     if v == 0:
                         continue  # leaving before any byte is the business of the frames expansion reached
+                    if frame_mode == FRAME_RETURN:
+                        if not left:
+                            follow[:] = False
+                            left = True
+                        follow |= leave_bytes[leave_row[g]]
+                        continue
                     r = rule_of[g]
                     for k in range(ret_ptr[r], ret_ptr[r + 1]):  # below the frames given: any caller
                         if n_cl == closure.shape[0]:
-                            return WALK_FULL, 0, 0
+                            return WALK_FULL, most_pushed, deepest
                         n_cl = _push_item(closure, n_cl, ret_site[k], CONTEXT, s, 0, d - 1, 0)
                     continue
                 deepest = max(deepest, p + 1)
                 if p < real_count[s]:
                     if n_cl == closure.shape[0]:
-                        return WALK_FULL, 0, 0
+                        return WALK_FULL, most_pushed, deepest
                     n_cl = _push_item(closure, n_cl, real_frames[s, p], -1, s, p + 1, d - 1, 0)
         work += n_cl
         if work > max_work:
@@ -384,6 +408,8 @@ def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, 
             b = child_byte[k]
             k += 1
             ci = np.searchsorted(candidate_pos, sub_tok_end[c])
+            if left and follow[b]:
+                _set_bits(uncertain_words, node_toks, token_ids, node_tok_start[c], sub_tok_end[c])
             first = n_items
             own = False  # an item that never went below the frames given is alive
             for j in range(n_cl):
@@ -392,7 +418,7 @@ def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, 
                     nxt = trans_flat[g * 256 + b]
                     if nxt >= 0:
                         if n_items == items.shape[0]:
-                            return WALK_FULL, 0, 0
+                            return WALK_FULL, most_pushed, deepest
                         n_items = _push_item(items, n_items, nxt, closure[j, 1], closure[j, 2],
                                              closure[j, 3], closure[j, 4], first)
                         own = own or closure[j, 3] != 0
@@ -401,7 +427,7 @@ def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, 
             _set_candidate_bits(out_words if own else uncertain_words, candidate_words, node_toks, token_ids,
                                 node_tok_start[c], node_tok_end[c])
             if top == dfs_node.shape[0]:
-                return WALK_FULL, 0, 0
+                return WALK_FULL, most_pushed, deepest
             dfs_node[top] = c
             dfs_lo[top] = first
             dfs_hi[top] = n_items

@@ -27,6 +27,11 @@ _ONE_FRAME = np.ones(1, np.int32)
 _CUT = np.ones(1, np.bool_)
 _NO_DEPTH_LIMIT = 1 << 40
 _NO_WORK_LIMIT = 1 << 60
+#: Closure items a frame's refinement with context expansion (:meth:`TokenIndex.frame_sets`) may compute:
+#: past a rule's return it follows every caller, which fans out in grammars whose rules are called from
+#: many places (at most 2,000 items for the builtin JSON grammar's frames). Past it, the refinement
+#: stops at the rule's return instead.
+CONTEXT_WORK_LIMIT = 3_000
 
 
 class TokenIndex:
@@ -92,8 +97,9 @@ class TokenIndex:
         self.lazy_token_walk(0, lambda state, byte: None, one)
         none = np.zeros(0, np.int32)
         automaton = (loop, np.ones(1, np.bool_), np.ones(1, np.bool_), np.zeros(2, np.int32), none, none,
-                     np.zeros(0, np.bool_), np.zeros(1, np.int32), np.zeros(2, np.int32), none)
-        self.frame_sets(automaton, (np.zeros(1, np.int32), np.ones((1, 256), np.bool_)), 0, live)
+                     np.zeros(0, np.bool_), np.zeros(1, np.int32), np.zeros(2, np.int32), none, np.zeros(1, np.int32),
+                     np.ones((1, 256), np.bool_))
+        self.frame_sets(automaton, 0, live)
         self.candidate_walk(one)
         pda_kernels.join_sorts(np.zeros((1, 2, len(one)), np.uint32), np.zeros(1, np.int32), np.zeros(1, np.bool_),
                                self.empty_words(), self.empty_words())
@@ -170,9 +176,8 @@ class TokenIndex:
             np.bitwise_or.at(words, chosen >> 5, (np.uint32(1) << (chosen & 31).astype(np.uint32)))
         return a, b
 
-    def frame_sets(self, automaton: tuple, leave: tuple, state: int, live: np.ndarray,
-                   slice_memo: np.ndarray | None = None, out: tuple | None = None,
-                   ) -> tuple[np.ndarray, np.ndarray, int]:
+    def frame_sets(self, automaton: tuple, state: int, live: np.ndarray, slice_memo: np.ndarray | None = None,
+                   out: tuple | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
 
         Parameters
@@ -180,9 +185,6 @@ class TokenIndex:
         automaton : tuple of numpy.ndarray
             :attr:`Pda.walk_arrays <leapgen.automata.pda.Pda.walk_arrays>`
             (see :func:`~leapgen.compiler.pda_kernels.pda_walk`).
-        leave : tuple of numpy.ndarray
-            ``(leave_row, leave_bytes)`` of :meth:`Pda._pack_leave_bytes
-            <leapgen.automata.pda.Pda._pack_leave_bytes>`.
         state : int
             The frame's global state.
         live : numpy.ndarray
@@ -203,7 +205,7 @@ class TokenIndex:
         pushed : int
             The most frames a certain token may push above the frame.
         """
-        trans_flat, (leave_row, leave_bytes) = automaton[0], leave
+        trans_flat, leave_row, leave_bytes = automaton[0], automaton[-2], automaton[-1]
         if not self.use_trie:
             certain, uncertain = self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes)
             if out is None:
@@ -229,10 +231,17 @@ class TokenIndex:
         pos = self.candidate_positions(uncertain)
         stacks = (np.full((1, 1), state, np.int32), _ONE_FRAME, _CUT, _ONE_FRAME)
         through, after = self.empty_words(), self.empty_words()
-        _, pushed, _ = pda_kernels.pda_walk(*automaton, *stacks, _NO_DEPTH_LIMIT, _NO_WORK_LIMIT, True, *self._trie,
-                                            self._row_ids, pos, uncertain, through, after)
+        for mode, work in ((pda_kernels.FRAME_CONTEXT, CONTEXT_WORK_LIMIT), (pda_kernels.FRAME_RETURN, _NO_WORK_LIMIT)):
+            status, pushed, _ = pda_kernels.pda_walk(*automaton, *stacks, _NO_DEPTH_LIMIT, work, mode, *self._trie,
+                                                     self._row_ids, pos, uncertain, through, after)
+            if status == pda_kernels.WALK_DONE:
+                break
+            through[:], after[:] = 0, 0
         certain |= through
-        uncertain &= after & ~certain
+        if status == pda_kernels.WALK_DONE:
+            uncertain &= after
+        # else (a walk outgrowing its buffers): every candidate stays uncertain, checked on the real stacks
+        uncertain &= ~certain
         return certain, uncertain, pushed
 
     def _frame_sets_columns(self, trans_flat: np.ndarray, state: int, leave_row: np.ndarray,
@@ -359,7 +368,8 @@ class TokenIndex:
         else:
             trie, ids, pos = walk
         out = self.empty_words()
-        status, pushed, read = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, False, *trie, ids, pos,
+        status, pushed, read = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, pda_kernels.CHECK, *trie,
+                                                    ids, pos,
                                                     candidates, out, out)
         return (out if status == pda_kernels.WALK_DONE else None), pushed, read
 
