@@ -116,6 +116,20 @@ def render(results: dict, grammars: list, title: str) -> str:
         rows.append(cells)
     parts += ["### TBM by workload group (mean / p99 µs)", "", _table(["backend", *GROUPS], rows), ""]
 
+    cfg = [g for g, gr in enumerate(grammars) if gr.group == "cfg"]
+    if cfg:
+        rows = []
+        for g in cfg:
+            cells = [grammars[g].name]
+            for b in backends:
+                res = results[b]["grammars"].get(g, {})
+                us = np.array([s[3] for s in all_steps[b] if s[0] == g], float) / 1e3
+                cells.append(f"{_fmt(res['ttfm_ms'])} / {_fmt(us.mean())} / {_fmt(_pct(us, 99))} ({len(us):,})"
+                             if len(us) and "ttfm_ms" in res else "-")
+            rows.append(cells)
+        parts += ["### Context-free grammars: TTFM ms / TBM mean µs / TBM p99 µs (tokens)", "",
+                  _table(["grammar", *backends], rows), ""]
+
     if "leapgen" in all_steps:
         mine = {s[:3]: s[3] for s in all_steps["leapgen"]}
         rows = []

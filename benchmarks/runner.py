@@ -15,7 +15,6 @@ stuck in a compile and start another at the next grammar.
 
 from __future__ import annotations
 
-import gc
 import os
 import resource
 import statistics
@@ -220,10 +219,6 @@ def worker_main(job: Job, start: int, conn) -> None:
     record_states = job.backend == "leapgen"
     for grammar, token_lists in job.warmup:
         walk(backend, compile_grammar(backend, grammar, job.strict), token_lists, stop_id, record_states=False)
-    # As serving engines do after start-up (vLLM, SGLang): the objects alive now (tokenizer, vocabulary,
-    # backend) leave the garbage collector's generations, so a collection does not walk them mid-request.
-    gc.collect()
-    gc.freeze()
     handles = []  # (compiled, token ids) of the fixed grammars, for the batch fill
     for g in range(start, len(job.grammars)):
         grammar = job.grammars[g]

@@ -21,7 +21,6 @@ import numpy as np
 
 from leapgen.automata.limits import check_deadline
 from leapgen.automata.pda import Config, Pda
-from leapgen.compiler import pda_kernels
 from leapgen.compiler.compiled import CompiledGrammar
 
 MAX_CONFIG_CACHE = 1 << 16
@@ -39,8 +38,6 @@ class FrameSort(NamedTuple):
     pushed : int
         The most frames a certain token may push.
     has_uncertain : bool
-    row : int
-        Where the two bitsets are kept in the grammar's table of sorts.
     walk : tuple or None
         :meth:`TokenIndex.candidate_walk` of the uncertain tokens over their
         own trie (None without them or without the trie kernels).
@@ -50,7 +47,6 @@ class FrameSort(NamedTuple):
     uncertain: np.ndarray
     pushed: int
     has_uncertain: bool
-    row: int
     walk: tuple | None
 
 
@@ -81,9 +77,6 @@ class ContextFreeGrammar(CompiledGrammar):
         self._expansions: dict = {}
         self._steps: dict = {}
         self._frame_tokens: dict[int, FrameSort] = {}
-        # the frames' sorted bitsets (certain, uncertain) as rows of one table, joined by one kernel pass
-        self._sort_bits = np.zeros((0, 2, token_index.bitmask_words), np.uint32)
-        self._n_sorted = 0
         self._tops: dict[frozenset, tuple] = {}  # see _sort_tops
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
         self._walk_reads: dict[frozenset, set[int]] = {}
@@ -156,21 +149,10 @@ class ContextFreeGrammar(CompiledGrammar):
         return got
 
     def _sort_frame(self, g: int) -> FrameSort:
-        with self._lock:  # a row of the table, written by this call alone
-            row, bits = self._n_sorted, self._sort_bits
-            if row == len(bits):  # rows never move once written: older tables stay valid for their readers
-                bits = np.zeros((max(16, 2 * row), *bits.shape[1:]), np.uint32)
-                bits[:row] = self._sort_bits[:row]
-                self._sort_bits = bits
-            self._n_sorted = row + 1
-        certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live,
-                                                                 self._slice_memo, out=(bits[row, 0], bits[row, 1]))
-        with self._lock:
-            if self._sort_bits is not bits:  # another thread grew the table meanwhile, copying this row unwritten
-                self._sort_bits[row] = bits[row]
+        certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo)
         has_uncertain = bool(uncertain.any())
         walk = self.token_index.candidate_walk(uncertain) if has_uncertain else None
-        return FrameSort(certain, uncertain, pushed, has_uncertain, row, walk)
+        return FrameSort(certain, uncertain, pushed, has_uncertain, walk)
 
     def sort_all_frames(self) -> None:
         """Sort the tokens of every frame now (see :data:`EAGER_FRAMES`); mutates the frame cache only.
@@ -180,13 +162,7 @@ class ContextFreeGrammar(CompiledGrammar):
         CompileLimitError
             The compile time limit (:mod:`leapgen.automata.limits`) passed.
         """
-        frames = np.flatnonzero(self.pda.has_bytes_flat).tolist()
-        with self._lock:
-            if len(self._sort_bits) < self._n_sorted + len(frames):
-                bits = np.zeros((self._n_sorted + len(frames), *self._sort_bits.shape[1:]), np.uint32)
-                bits[:self._n_sorted] = self._sort_bits[:self._n_sorted]
-                self._sort_bits = bits
-        for g in frames:
+        for g in np.flatnonzero(self.pda.has_bytes_flat).tolist():
             check_deadline("sorting the tokens of every grammar state")
             if g not in self._frame_tokens:
                 self._frame_tokens[g] = self._sort_frame(g)
@@ -221,17 +197,23 @@ class ContextFreeGrammar(CompiledGrammar):
         if len(sorts) == 1 and not sorts[0][1]:
             f = sorts[0][0]
             return f.certain, ((f.uncertain, f.walk),) if f.has_uncertain else ()
-        certain, candidates = self.token_index.empty_words(), self.token_index.empty_words()
-        rows = np.array([f.row for f, _ in sorts], np.int32)
-        near_limit = np.array([near for _, near in sorts], np.bool_)
-        some = pda_kernels.join_sorts(self._sort_bits, rows, near_limit, certain, candidates)
+        certain = self.token_index.empty_words()
+        for f, near_limit in sorts:
+            if not near_limit:
+                certain |= f.certain
         certain.flags.writeable = False
-        if not some:
+        if not any(near for _, near in sorts):
+            return certain, tuple((f.uncertain, f.walk) for f, _ in sorts if f.has_uncertain)
+        candidates = self.token_index.empty_words()
+        for f, near_limit in sorts:
+            candidates |= f.uncertain
+            if near_limit:
+                candidates |= f.certain  # a certain token may nest past max_stack_depth here: check it
+        candidates &= ~certain
+        if not candidates.any():
             return certain, ()
-        if near_limit.any():
-            candidates.flags.writeable = False
-            return certain, ((candidates, None),)
-        return certain, tuple((f.uncertain, f.walk) for f, _ in sorts if f.has_uncertain)
+        candidates.flags.writeable = False
+        return certain, ((candidates, None),)
 
     def _check_uncertain(self, state: Config, checks: tuple, tops: frozenset) -> np.ndarray:
         """The candidate tokens that the configuration ``state`` accepts.

@@ -147,34 +147,6 @@ def candidate_trie(words, trie_pos, node_toks, byte_matrix, byte_lengths):
 
 
 @_jit
-def join_sorts(bits, rows, near_limit, certain, candidates):
-    """Join the token sorts of a configuration's top frames in one pass.
-
-    ``bits`` (uint32 ``(n, 2, words)``) holds each sorted frame's certain and
-    uncertain bitsets; ``rows`` (int32) picks the frames. A frame near the
-    stack depth bound (``near_limit``, bool) has its certain tokens checked
-    too. Writes ``certain`` (the union of the certain sets) and
-    ``candidates`` (the rest to check on the real stacks); returns whether
-    there is any candidate.
-    """
-    some = False
-    for w in range(certain.shape[0]):
-        c = np.uint32(0)
-        u = np.uint32(0)
-        for i in range(rows.shape[0]):
-            if near_limit[i]:
-                u |= bits[rows[i], 0, w]
-            else:
-                c |= bits[rows[i], 0, w]
-            u |= bits[rows[i], 1, w]
-        u &= ~c
-        certain[w] = c
-        candidates[w] = u
-        some = some or u != 0
-    return some
-
-
-@_jit
 def _child_holding(p, lo, hi, child_node, node_tok_start):
     """The index ``k`` in ``lo:hi`` (children of one trie node, in order) of the
     child whose subtree holds token position ``p``: the last child starting at

@@ -101,8 +101,6 @@ class TokenIndex:
                      np.ones((1, 256), np.bool_))
         self.frame_sets(automaton, 0, live)
         self.candidate_walk(one)
-        pda_kernels.join_sorts(np.zeros((1, 2, len(one)), np.uint32), np.zeros(1, np.int32), np.zeros(1, np.bool_),
-                               self.empty_words(), self.empty_words())
         stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))
         self.pushdown_walk(automaton, stacks, 8, one)
 
@@ -176,8 +174,8 @@ class TokenIndex:
             np.bitwise_or.at(words, chosen >> 5, (np.uint32(1) << (chosen & 31).astype(np.uint32)))
         return a, b
 
-    def frame_sets(self, automaton: tuple, state: int, live: np.ndarray, slice_memo: np.ndarray | None = None,
-                   out: tuple | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    def frame_sets(self, automaton: tuple, state: int, live: np.ndarray,
+                   slice_memo: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
 
         Parameters
@@ -191,14 +189,11 @@ class TokenIndex:
             int8, ``(n_states,)``, all ones (the token slices' state classes).
         slice_memo : numpy.ndarray, optional
             As :meth:`token_sets` (mutated).
-        out : tuple of numpy.ndarray, optional
-            Two zeroed uint32 bitsets to write the result into (mutated);
-            default fresh ones.
 
         Returns
         -------
         certain, uncertain : numpy.ndarray
-            uint32 bitsets (``out`` if given), ``(ceil(vocab_size / 32),)``: tokens the
+            Fresh uint32 bitsets, ``(ceil(vocab_size / 32),)``: tokens the
             frame's rule (with its callees) consumes whole, valid whatever
             the stack below; and tokens that may go on only after the rule
             returned, to be checked against the real stacks.
@@ -207,12 +202,8 @@ class TokenIndex:
         """
         trans_flat, leave_row, leave_bytes = automaton[0], automaton[-2], automaton[-1]
         if not self.use_trie:
-            certain, uncertain = self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes)
-            if out is None:
-                return certain, uncertain, 0
-            out[0][:], out[1][:] = certain, uncertain
-            return out + (0,)
-        certain, uncertain = (self.empty_words(), self.empty_words()) if out is None else out
+            return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes) + (0,)
+        certain, uncertain = self.empty_words(), self.empty_words()
         trie, ids = self._trie, self._row_ids
         memo = self.new_slice_memo(len(live)) if slice_memo is None else slice_memo
         i, k, _ = first_slice(trans_flat, state, live, memo, *self._char_dfas)
