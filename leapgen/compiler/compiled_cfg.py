@@ -39,8 +39,11 @@ class FrameSort(NamedTuple):
         The most frames a certain token may push.
     has_uncertain : bool
     walk : tuple or None
-        :meth:`TokenIndex.candidate_walk` of the uncertain tokens over their
-        own trie (None without them or without the trie kernels).
+        :meth:`TokenIndex.candidate_walk` of the uncertain tokens (None
+        without them or without the trie kernels): over their own trie when
+        the frame was sorted at compile time (:meth:`ContextFreeGrammar.sort_all_frames`),
+        else over the vocabulary's (a frame sorted at a first fill is often
+        met once: a position in a long string).
     """
 
     certain: np.ndarray
@@ -148,10 +151,10 @@ class ContextFreeGrammar(CompiledGrammar):
             got = self._frame_tokens[g] = self._sort_frame(g)
         return got
 
-    def _sort_frame(self, g: int) -> FrameSort:
+    def _sort_frame(self, g: int, own_trie: bool = False) -> FrameSort:
         certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo)
         has_uncertain = bool(uncertain.any())
-        walk = self.token_index.candidate_walk(uncertain) if has_uncertain else None
+        walk = self.token_index.candidate_walk(uncertain, own_trie) if has_uncertain else None
         return FrameSort(certain, uncertain, pushed, has_uncertain, walk)
 
     def sort_all_frames(self) -> None:
@@ -165,7 +168,7 @@ class ContextFreeGrammar(CompiledGrammar):
         for g in np.flatnonzero(self.pda.has_bytes_flat).tolist():
             check_deadline("sorting the tokens of every grammar state")
             if g not in self._frame_tokens:
-                self._frame_tokens[g] = self._sort_frame(g)
+                self._frame_tokens[g] = self._sort_frame(g, own_trie=True)
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
         # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:
@@ -188,8 +191,7 @@ class ContextFreeGrammar(CompiledGrammar):
         """The frames' sorts joined (pure): the certain tokens (read-only), and what to
         check on the real stacks: ``(candidates, walk)`` pairs for :meth:`TokenIndex.pushdown_walk`.
 
-        Each frame's uncertain tokens are walked over their own trie, built when the frame
-        was sorted (a few kilobytes, so the walk stays in the CPU caches). Near the stack
+        Each frame's uncertain tokens are walked over :attr:`FrameSort.walk`. Near the stack
         depth bound, a frame's certain tokens are checked too, with all the candidates, over
         the vocabulary's trie.
         """

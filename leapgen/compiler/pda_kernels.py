@@ -180,9 +180,9 @@ def _push_item(buf, n, gs, link, s, p, d, lo):
 
 @_jit
 def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
-             leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode, child_start, child_end,
-             child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth,
-             node_end, token_ids, candidate_pos, candidate_words, out_words, uncertain_words):
+             leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
+             child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end,
+             node_byte, node_depth, node_end, token_ids, candidate_pos, candidate_words, out_words, uncertain_words):
     """Walk tokens through a pushdown configuration (see the module docstring).
 
     Parameters (all numpy arrays unless said)
@@ -261,8 +261,9 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
         status, pushed, read = _pda_walk(
             trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
             leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
-            child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
-            candidate_words, out_words, uncertain_words, items, closure, pool[0], pool[1], dfs[0], dfs[1], dfs[2])
+            child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end,
+            token_ids, candidate_pos, candidate_words, out_words, uncertain_words, items, closure, pool[0], pool[1],
+            dfs[0], dfs[1], dfs[2])
         if status != WALK_FULL:  # else again with room: the bits set so far are right, set again
             return status, pushed, read
         size *= 4
@@ -273,9 +274,9 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
 @_jit
 def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
               leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
-              child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, token_ids, candidate_pos,
-              candidate_words, out_words, uncertain_words, items, closure, pool_state, pool_parent, dfs_node, dfs_lo,
-              dfs_hi):
+              child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end,
+              token_ids, candidate_pos, candidate_words, out_words, uncertain_words, items, closure, pool_state,
+              pool_parent, dfs_node, dfs_lo, dfs_hi):
     """:func:`pda_walk` in buffers it is handed (never reassigned, so that
     numba updates no reference count in the loops); returns
     :data:`WALK_FULL` when one is full."""

@@ -368,12 +368,19 @@ class TokenIndex:
         """int32, sorted: the trie positions of the tokens set in uint32 bitset ``words`` (trie kernels only)."""
         return pda_kernels.candidate_positions(words, self._trie_pos)
 
-    def candidate_walk(self, words: np.ndarray) -> tuple | None:
-        """A trie of only the tokens set in uint32 bitset ``words``, for :meth:`pushdown_walk`.
+    def candidate_walk(self, words: np.ndarray, own_trie: bool = True) -> tuple | None:
+        """What :meth:`pushdown_walk` walks to check the tokens set in uint32 bitset ``words``. Pure.
 
-        A few kilobytes where the vocabulary's trie is tens of megabytes, so
-        a walk of it stays in the CPU caches; ~15 µs + 0.1 µs a token to
-        build, worth it for candidates checked again and again. Pure.
+        Parameters
+        ----------
+        words : numpy.ndarray
+            uint32 ``(ceil(vocab_size / 32),)``, not mutated.
+        own_trie : bool
+            A trie of only these tokens: a few kilobytes where the
+            vocabulary's trie is tens of megabytes, so a walk stays in the
+            CPU caches; ~15 µs + 0.1 µs a token to build, worth it for
+            candidates checked again and again. Else the vocabulary's trie,
+            with the tokens' positions in it.
 
         Returns
         -------
@@ -384,6 +391,8 @@ class TokenIndex:
         """
         if not self.use_trie:
             return None
+        if not own_trie:
+            return self._trie, self._row_ids, self.candidate_positions(words)
         trie, rows, positions = pda_kernels.candidate_trie(words, self._trie_pos, self._trie[6], self._byte_matrix,
                                                            self._byte_lengths)
         return trie, self._row_ids[rows], positions
