@@ -265,21 +265,24 @@ class Pda:
         depth : numpy.ndarray
             int32 ``(n_stacks,)``: each stack's depth.
         """
-        base = self._base
         stacks = list(config)
         n = len(stacks)
         width = min(max((s.depth for s in stacks), default=1), max_frames)
         flat = [s.depth for s in stacks] + [min(s.depth, max_frames) for s in stacks]  # one array built
         for s in stacks:
-            k = 0
-            while k < width and s is not None:
-                flat.append(base[s.rule] + s.state)
-                s = s.parent
-                k += 1
-            flat += [0] * (width - k)
+            top = self.top_frames(s, width)
+            flat += top + [0] * (width - len(top))
         arr = np.array(flat, np.int32)
         depth, count = arr[:n], arr[n:2 * n]
         return arr[2 * n:].reshape(n, width), count, depth > count, depth
+
+    def top_frames(self, stack: Stack, n: int) -> list[int]:
+        """The global states of the top ``n`` frames of ``stack``, top first (fewer where it is shorter)."""
+        base, out = self._base, []
+        while stack is not None and len(out) < n:
+            out.append(base[stack.rule] + stack.state)
+            stack = stack.parent
+        return out
 
     # -- compile-time analysis -----------------------------------------------------------------
 

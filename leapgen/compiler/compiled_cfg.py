@@ -193,7 +193,7 @@ class ContextFreeGrammar(CompiledGrammar):
 
         Each frame's uncertain tokens are walked over :attr:`FrameSort.walk`. Near the stack
         depth bound, a frame's certain tokens are checked too, with all the candidates, over
-        the vocabulary's trie.
+        the vocabulary's trie (their positions found once here).
         """
         sorts = [(self.frame_tokens(rule, state), near_limit) for rule, state, near_limit in tops]
         if len(sorts) == 1 and not sorts[0][1]:
@@ -215,7 +215,7 @@ class ContextFreeGrammar(CompiledGrammar):
         if not candidates.any():
             return certain, ()
         candidates.flags.writeable = False
-        return certain, ((candidates, None),)
+        return certain, ((candidates, self.token_index.candidate_walk(candidates, own_trie=False)),)
 
     def _check_uncertain(self, state: Config, checks: tuple, tops: frozenset) -> np.ndarray:
         """The candidate tokens that the configuration ``state`` accepts.
@@ -230,7 +230,7 @@ class ContextFreeGrammar(CompiledGrammar):
         deepest = max(s.depth for s in state)
         reads = tuple(self._walk_reads.get(tops, ()))  # a copy: a batch fill's pool thread may add to it
         if reads:
-            chains = _stack_chains(state, max(reads), self._base)
+            chains = _stack_chains(pda, state, max(reads))
             for read in reads:
                 got = self._walks.get((tops, _stack_key(chains, read)))
                 if got is not None and deepest + got[1] <= pda.max_stack_depth:
@@ -248,22 +248,17 @@ class ContextFreeGrammar(CompiledGrammar):
             self._walks.clear()
             self._walk_reads.clear()
         self._walk_reads.setdefault(tops, set()).add(read)
-        self._walks[tops, _stack_key(_stack_chains(state, read, self._base), read)] = (got, pushed)
+        self._walks[tops, _stack_key(_stack_chains(pda, state, read), read)] = (got, pushed)
         return got
 
 
-def _stack_chains(config: Config, frames: int, base: list[int]) -> list[tuple]:
+def _stack_chains(pda: Pda, config: Config, frames: int) -> list[tuple]:
     """The top ``frames`` frames of each stack as global states, then ``-1`` where a
     stack is shorter (what :func:`pda_walk` reads of them)."""
     chains = []
     for s in config:
-        chain = []
-        while s is not None and len(chain) < frames:
-            chain.append(base[s.rule] + s.state)
-            s = s.parent
-        if len(chain) < frames:
-            chain.append(-1)
-        chains.append(tuple(chain))
+        chain = pda.top_frames(s, frames)
+        chains.append(tuple(chain) if len(chain) == frames else (*chain, -1))
     return chains
 
 

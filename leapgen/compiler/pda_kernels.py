@@ -236,8 +236,8 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
     (int, int, int)
         :data:`WALK_DONE` or :data:`WALK_GAVE_UP` (``out_words`` and
         ``uncertain_words`` are then incomplete: the bits set are right, the
-        tokens not walked yet are in neither); the most frames the walk pushed above the stacks handed
-        over (a bound for every token accepted); and how many frames of each
+        tokens not walked yet are in neither); the most frames the walk
+        pushed above the stacks handed over (a bound for every token accepted); and how many frames of each
         stack, from the top, the walk read (one more than a stack holds where
         it tried to pop past its bottom): any configuration whose stacks
         agree that deep, and stay ``pushed`` frames under ``max_depth``, gets
@@ -304,8 +304,7 @@ def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, 
         for i in range(lo, hi):
             if n_cl == closure.shape[0]:
                 return WALK_FULL, most_pushed, deepest
-            n_cl = _push_item(closure, n_cl, items[i, 0], items[i, 1], items[i, 2], items[i, 3],
-                                       items[i, 4], 0)
+            n_cl = _push_item(closure, n_cl, items[i, 0], items[i, 1], items[i, 2], items[i, 3], items[i, 4], 0)
         pool_mark = n_pool
         left = False
         i = 0

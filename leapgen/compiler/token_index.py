@@ -359,9 +359,8 @@ class TokenIndex:
         else:
             trie, ids, pos = walk
         out = self.empty_words()
-        status, pushed, read = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, pda_kernels.CHECK, *trie,
-                                                    ids, pos,
-                                                    candidates, out, out)
+        status, pushed, read = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, pda_kernels.CHECK,
+                                                    *trie, ids, pos, candidates, out, out)
         return (out if status == pda_kernels.WALK_DONE else None), pushed, read
 
     def candidate_positions(self, words: np.ndarray) -> np.ndarray:
