@@ -8,13 +8,15 @@ none), all with the compact JSON layout. For each concurrency ``c`` (a closed
 loop keeping ``c`` requests in flight in one continuous batch) and mode, in
 one run: output tokens/s, TTFT and TPOT p50/p99, schema-valid share (outputs
 cut by ``max_tokens`` counted apart), jump-forward share, and the engine's
-critical-path wait for the bitmask per step. Prints a markdown table naming
+critical-path wait for the bitmask per step. Cells above concurrency 1 run at
+least ``--min-waves`` (4) times their concurrency in requests, so the closed
+loop's ramp-up and drain do not dominate. Prints a markdown table naming
 the machine; ``--out`` keeps the figures (JSON), ``--plot`` draws them,
 ``--write-readme`` puts the table under "End to end" in benchmarks/README.md,
 ``--from-results`` re-renders a saved run without measuring.
 
-    python benchmarks/bench_e2e.py --requests 64 --concurrency 1 8 32 --max-tokens 96 \\
-        --out benchmarks/results/e2e.json --plot benchmarks/e2e.png --write-readme
+    python benchmarks/bench_e2e.py --requests 64 --c1-requests 8 --concurrency 1 8 32 --max-tokens 64 \\
+        --out benchmarks/results/e2e.json --plot benchmarks/e2e.png
 """
 
 from __future__ import annotations
@@ -123,8 +125,11 @@ def summarize(llm, done, wall: float, stats0) -> dict:
 def table(result: dict) -> str:
     """The markdown table (with its heading line) of a run."""
     a = result["args"]
-    head = (f"Machine: {result['machine']}. Model: SmolLM2-135M-Instruct (float32, CPU, {a['threads']} torch "
-            f"thread(s)). {a['requests']} requests per cell ({a['c1_requests']} at concurrency 1) from Glaiveai2K "
+    waves = f", at least {a['min_waves']} x the concurrency" if "min_waves" in a else ""
+    prefill = f", prompts in {a['prefill_dtype']}" if "prefill_dtype" in a else ""
+    head = (f"Machine: {result['machine']}. Model: SmolLM2-135M-Instruct (float32{prefill}, CPU, {a['threads']} "
+            f"torch thread(s)). {a['requests']} requests per cell{waves} ({a['c1_requests']} at concurrency 1) "
+            f"from Glaiveai2K "
             f"(seed {a['seed']}), max_tokens {a['max_tokens']}, greedy, compact JSON layout. Run took "
             f"{result['total_s'] / 60:.1f} min.\n\n"
             "| mode | conc. | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | schema-valid % (cut by max_tokens)"
@@ -188,9 +193,11 @@ def measure(args) -> dict:
         backend = backend_of(mode) or "leapgen"
         if backend not in llms:
             llms[backend] = LLM(loaded=loaded, num_threads=args.threads, max_running=max(args.concurrency),
-                                grammar_backend=backend)
+                                grammar_backend=backend, prefill_dtype=args.prefill_dtype)
+    size = {c: args.c1_requests if c == 1 else max(args.requests, args.min_waves * c) for c in args.concurrency}
+    wanted = max(size.values())
     workload = []
-    for prompt, schema in load_workload(args.requests * 2, args.seed):
+    for prompt, schema in load_workload(wanted * 2, args.seed):
         try:  # compile up front in every backend: the table times decoding, not compiles
             for mode in args.modes:
                 if backend_of(mode):
@@ -198,7 +205,7 @@ def measure(args) -> dict:
         except GrammarError:
             continue  # a schema some backend cannot compile is left out for all
         workload.append((prompt, schema))
-        if len(workload) == args.requests:
+        if len(workload) == wanted:
             break
     print(f"workload: {len(workload)} requests, set up in {time.perf_counter() - t0:.0f} s", flush=True)
     for llm in llms.values():
@@ -206,15 +213,17 @@ def measure(args) -> dict:
                  2, 16)  # warm-up
     rows = []
     for c in args.concurrency:
-        cell = workload[: args.c1_requests] if c == 1 else workload
+        cell = workload[: size[c]]
         for mode in args.modes:
             t = time.perf_counter()
             rows.append((mode, c, run_mode(llms[backend_of(mode) or "leapgen"], cell, mode, c, args.max_tokens)))
             print(f"done: {mode} c={c} in {time.perf_counter() - t:.0f} s", flush=True)
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, no GPU, shared"
+    prefill = next(iter(llms.values())).model_runner.prefill_dtype
     return {"machine": machine, "rows": rows, "total_s": time.perf_counter() - t0,
-            "args": {"requests": len(workload), "c1_requests": min(args.c1_requests, len(workload)),
-                     "max_tokens": args.max_tokens, "threads": args.threads, "seed": args.seed}}
+            "args": {"requests": min(args.requests, len(workload)), "c1_requests": min(args.c1_requests, len(workload)),
+                     "min_waves": args.min_waves, "max_tokens": args.max_tokens, "threads": args.threads,
+                     "seed": args.seed, "prefill_dtype": str(prefill or "float32").replace("torch.", "")}}
 
 
 def main() -> None:
@@ -223,6 +232,12 @@ def main() -> None:
     parser.add_argument("--c1-requests", type=int, default=None,
                         help="requests in the concurrency-1 cells (default: --requests; they are the slowest)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--min-waves", type=int, default=4,
+                        help="cells above concurrency 1 run at least this many times their concurrency in "
+                             "requests (default 4): a closed loop of one or two waves measures mostly its "
+                             "ramp-up and its drain")
+    parser.add_argument("--prefill-dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                        help="precision of prompt tokens (see leapgen.engine.LLM)")
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--modes", nargs="+", default=None, choices=MODES,
                         help="default: unconstrained, leapgen, leapgen-no-jf and every installed peer")

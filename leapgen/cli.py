@@ -9,7 +9,7 @@ Subcommands:
 
 ``leapgen serve [--model default] [--grammar-backend leapgen|xgrammar|llguidance|outlines-core]
 [--host 127.0.0.1] [--port 8000]
-[--max-running N] [--warmup DIR]``
+[--max-running N] [--warmup DIR] [--prefill-dtype auto|bfloat16|float32]``
     Serve the OpenAI-compatible HTTP API (see :mod:`leapgen.server.app`);
     needs the ``serve`` extra. Logs grammar compile times, jump-forward token
     counts and the mask-cache hit rate per request.
@@ -29,6 +29,12 @@ from typing import Sequence
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+
+def _add_prefill_dtype(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prefill-dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                        help="precision of prompt tokens (default auto: bfloat16 on CPUs with AMX/AVX512-BF16, "
+                             "float32 elsewhere; generated tokens are always float32)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--raw", action="store_true", help="continue PROMPT as raw text (no chat template)")
     gen.add_argument("--threads", type=int, default=None, metavar="N",
                      help="torch CPU threads (default: $LEAPGEN_NUM_THREADS, else the idle CPUs)")
+    _add_prefill_dtype(gen)
     gen.set_defaults(handler=_cmd_generate)
 
     srv = sub.add_parser("serve", help="serve the OpenAI-compatible HTTP API",
@@ -81,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="token budget of the cross-request prompt KV cache (LRU; 0 disables; default: 4096)")
     srv.add_argument("--warmup", metavar="DIR", help="compile every *.json JSON Schema in DIR before serving")
     srv.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
+    _add_prefill_dtype(srv)
     srv.set_defaults(handler=_cmd_serve)
     return parser
 
@@ -149,7 +157,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from leapgen.engine import LLM, FinishReason, ModelLoadError
 
     try:
-        llm = LLM(args.model, num_threads=args.threads)
+        llm = LLM(args.model, num_threads=args.threads, prefill_dtype=args.prefill_dtype)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
     out = llm.generate(args.prompt, params, chat=not args.raw)[0]
@@ -198,7 +206,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         serve(model=args.model, host=args.host, port=args.port, max_running=args.max_running,
               kv_token_budget=args.kv_token_budget,
               prefix_cache_tokens=args.prefix_cache_tokens, warmup_dir=args.warmup, num_threads=args.threads,
-              grammar_backend=args.grammar_backend)
+              grammar_backend=args.grammar_backend, prefill_dtype=args.prefill_dtype)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
     return EXIT_OK

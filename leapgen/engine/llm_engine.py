@@ -73,6 +73,12 @@ class LLM:
         Compile leapgen grammars in a worker process, so a long compile does
         not hold the GIL the other requests' steps need (see
         :mod:`leapgen.engine.compile_worker`).
+    prefill_dtype : str, torch.dtype or None, default "auto"
+        Precision of prompt tokens' projections and attention (generated
+        tokens always use the model's dtype): "auto" takes bfloat16 on a CPU
+        with native bfloat16 units (AMX, AVX512-BF16), where it makes
+        prefill ~2.4x faster; "float32" keeps every token in float32. See
+        :class:`~leapgen.engine.model_runner.ModelRunner`.
 
     Attributes
     ----------
@@ -89,7 +95,7 @@ class LLM:
     leapgen.engine.model_loader.ModelLoadError
         If the model cannot be loaded.
     ValueError, ImportError
-        Unknown or not installed ``grammar_backend``.
+        Unknown or not installed ``grammar_backend``; unknown ``prefill_dtype``.
 
     Examples
     --------
@@ -101,11 +107,12 @@ class LLM:
 
     def __init__(self, model: str = DEFAULT_MODEL, *, cache_dir: Any = None, num_threads: int | None = None,
                  loaded: LoadedModel | None = None, max_running: int = 16, kv_token_budget: int = 65536,
-                 prefix_cache_tokens: int = 4096, grammar_backend: str = "leapgen", compile_in_process: bool = True):
+                 prefix_cache_tokens: int = 4096, grammar_backend: str = "leapgen", compile_in_process: bool = True,
+                 prefill_dtype: Any = "auto"):
         configure_threads(num_threads)
         self.loaded = loaded if loaded is not None else load_model(model, cache_dir=cache_dir)
         self.tokenizer = self.loaded.tokenizer
-        self.model_runner = ModelRunner(self.loaded.model)
+        self.model_runner = ModelRunner(self.loaded.model, prefill_dtype=prefill_dtype)
         self.stop_token_ids = default_stop_token_ids(self.tokenizer, self.loaded.model)
         self.grammar = GrammarManager(self.tokenizer, self.model_runner.vocab_size, self.stop_token_ids,
                                       backend=grammar_backend, compile_in_process=compile_in_process)
@@ -319,7 +326,8 @@ class LLM:
         pending = [r.pending_ids for r in fwd]
         prefilling = [r for r in fwd if r.num_cached < len(r.prompt_ids)]
         self.stats.prefill_tokens += sum(len(r.prompt_ids) - r.num_cached for r in prefilling)
-        logits = self.model_runner.batch_forward([r.kv_cache for r in fwd], pending)  # (B, V)
+        num_prompt = [max(0, len(r.prompt_ids) - r.num_cached) for r in fwd]
+        logits = self.model_runner.batch_forward([r.kv_cache for r in fwd], pending, num_prompt)  # (B, V)
         for req in fwd:
             req.num_forwards += 1
             req.num_cached = len(req.prompt_ids) + len(req.output_ids)

@@ -173,7 +173,7 @@ def warmup(engine: AsyncLLM, folder: str | Path) -> int:
 
 def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, max_running: int = 16,
           kv_token_budget: int = 65536, prefix_cache_tokens: int = 4096, warmup_dir: str | None = None,
-          num_threads: int | None = None, grammar_backend: str = "leapgen") -> None:
+          num_threads: int | None = None, grammar_backend: str = "leapgen", prefill_dtype: str = "auto") -> None:
     """Load the model and serve until interrupted (blocks).
 
     Parameters are :class:`~leapgen.engine.LLM`'s (``grammar_backend``: the
@@ -192,7 +192,7 @@ def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, 
     from leapgen.engine.llm_engine import LLM
 
     llm = LLM(model, num_threads=num_threads, max_running=max_running, kv_token_budget=kv_token_budget,
-              prefix_cache_tokens=prefix_cache_tokens, grammar_backend=grammar_backend)
+              prefix_cache_tokens=prefix_cache_tokens, grammar_backend=grammar_backend, prefill_dtype=prefill_dtype)
     engine = AsyncLLM(llm)
     if warmup_dir is not None:
         logger.info("warm-up: %d schemas compiled", warmup(engine, warmup_dir))
