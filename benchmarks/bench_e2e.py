@@ -122,23 +122,33 @@ def summarize(llm, done, wall: float, stats0) -> dict:
     }
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median output tokens/s (the lower middle one for an
+    even count), with every run's tokens/s added as ``tok_s_runs``."""
+    ordered = sorted(runs, key=lambda r: r["tok_s"])
+    return {**ordered[(len(ordered) - 1) // 2], "tok_s_runs": [r["tok_s"] for r in runs]}
+
+
 def table(result: dict) -> str:
     """The markdown table (with its heading line) of a run."""
     a = result["args"]
     waves = f", at least {a['min_waves']} x the concurrency" if "min_waves" in a else ""
     prefill = f", prompts in {a['prefill_dtype']}" if "prefill_dtype" in a else ""
+    rounds = f" Median of {a['repeat']} interleaved rounds per cell." if a.get("repeat", 1) > 1 else ""
     head = (f"Machine: {result['machine']}. Model: SmolLM2-135M-Instruct (float32{prefill}, CPU, {a['threads']} "
             f"torch thread(s)). {a['requests']} requests per cell{waves} ({a['c1_requests']} at concurrency 1) "
             f"from Glaiveai2K "
             f"(seed {a['seed']}), max_tokens {a['max_tokens']}, greedy, compact JSON layout. Run took "
-            f"{result['total_s'] / 60:.1f} min.\n\n"
+            f"{result['total_s'] / 60:.1f} min.{rounds}\n\n"
             "| mode | conc. | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | schema-valid % (cut by max_tokens)"
             " | jump-fwd % | mask fill / wait µs per step | wait % of TPOT p50 | errors |\n"
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     lines = []
     for mode, c, r in result["rows"]:
         wait_share = 100.0 * r["wait_us"] / 1e3 / r["tpot"][0] if r["tpot"][0] == r["tpot"][0] else 0.0
-        lines.append(f"| {mode} | {c} | {r['tok_s']:.1f} | {r['ttft'][0]:.0f} / {r['ttft'][1]:.0f} | "
+        each = r.get("tok_s_runs", [])
+        tok_s = f"{r['tok_s']:.1f}" + (" (" + ", ".join(f"{x:.1f}" for x in each) + ")" if len(each) > 1 else "")
+        lines.append(f"| {mode} | {c} | {tok_s} | {r['ttft'][0]:.0f} / {r['ttft'][1]:.0f} | "
                      f"{r['tpot'][0]:.0f} / {r['tpot'][1]:.0f} | {r['valid']:.0f} ({r['cut']}/{r['n']} cut) | "
                      f"{r['jf']:.0f} | {r['fill_us']:.0f} / {r['wait_us']:.0f} | {wait_share:.2f} | "
                      f"{r['errors']} |")
@@ -214,15 +224,18 @@ def measure(args) -> dict:
     rows = []
     for c in args.concurrency:
         cell = workload[: size[c]]
-        for mode in args.modes:
-            t = time.perf_counter()
-            rows.append((mode, c, run_mode(llms[backend_of(mode) or "leapgen"], cell, mode, c, args.max_tokens)))
-            print(f"done: {mode} c={c} in {time.perf_counter() - t:.0f} s", flush=True)
+        runs: dict[str, list[dict]] = {mode: [] for mode in args.modes}
+        for _ in range(args.repeat):  # rounds: every mode once per round, so load drifts hit all modes alike
+            for mode in args.modes:
+                t = time.perf_counter()
+                runs[mode].append(run_mode(llms[backend_of(mode) or "leapgen"], cell, mode, c, args.max_tokens))
+                print(f"done: {mode} c={c} in {time.perf_counter() - t:.0f} s", flush=True)
+        rows += [(mode, c, median_run(runs[mode])) for mode in args.modes]
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, no GPU, shared"
     prefill = next(iter(llms.values())).model_runner.prefill_dtype
     return {"machine": machine, "rows": rows, "total_s": time.perf_counter() - t0,
             "args": {"requests": min(args.requests, len(workload)), "c1_requests": min(args.c1_requests, len(workload)),
-                     "min_waves": args.min_waves, "max_tokens": args.max_tokens, "threads": args.threads,
+                     "min_waves": args.min_waves, "repeat": args.repeat, "max_tokens": args.max_tokens, "threads": args.threads,
                      "seed": args.seed, "prefill_dtype": str(prefill or "float32").replace("torch.", "")}}
 
 
@@ -236,6 +249,9 @@ def main() -> None:
                         help="cells above concurrency 1 run at least this many times their concurrency in "
                              "requests (default 4): a closed loop of one or two waves measures mostly its "
                              "ramp-up and its drain")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds per concurrency, the modes interleaved; each row is its median run by "
+                             "tokens/s, the rounds' tokens/s in brackets (default 1)")
     parser.add_argument("--prefill-dtype", default="auto", choices=("auto", "bfloat16", "float32"),
                         help="precision of prompt tokens (see leapgen.engine.LLM)")
     parser.add_argument("--max-tokens", type=int, default=96)

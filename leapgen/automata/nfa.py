@@ -4,7 +4,10 @@ Thompson, "Regular expression search algorithm", CACM 11(6), 1968. Each IR
 node becomes a fragment with one entry and one exit state; edges carry
 inclusive byte ranges, epsilon edges are kept apart. ``Intersect`` and
 ``Diff`` are built as DFA products (see :mod:`leapgen.automata.dfa`) and
-embedded back as NFA fragments.
+embedded back as NFA fragments. A composite node met again (the copies of a
+``Repeat``, a subschema used twice) is not rebuilt: its first fragment's
+states are consecutive and its edges contiguous in the edge lists, so the
+copy is that slice shifted to new state numbers.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Nfa:
         self._eps: list[int] = []  # s0, t0, s1, t1, ...
         self._edges: list[int] = []  # s0, lo0, hi0, t0, ...
         self._edge_blocks: list[np.ndarray] = []  # int32 (m, 4) rows (s, lo, hi, t), from embed
+        self._eps_blocks: list[np.ndarray] = []  # int32 (m, 2) rows (s, t), from copies
+        self._built: dict[ir.Node, tuple] = {}  # node -> (marks before, marks after, entry, exit)
         self._compile_dfa = compile_dfa
         self._rule_ids = rule_ids
         self.root: ir.Node | None = None
@@ -89,12 +94,45 @@ class Nfa:
         edges : numpy.ndarray
             int32, ``(m, 4)``: rows ``(s, lo, hi, t)``.
         """
-        eps = np.array(self._eps, np.int32).reshape(-1, 2)
+        eps = np.concatenate([np.array(self._eps, np.int32).reshape(-1, 2)] + self._eps_blocks)
         edges = np.concatenate([np.array(self._edges, np.int32).reshape(-1, 4)] + self._edge_blocks)
         return eps, edges
 
     def build(self, node: ir.Node) -> tuple[int, int]:
         """Add a fragment for ``node``; return its (entry, exit) states."""
+        if type(node) not in _COPIED:
+            return self._build(node)
+        got = self._built.get(node)
+        if got is not None:
+            return self._copy(*got)
+        before = self._marks()
+        s, e = self._build(node)
+        self._built[node] = (before, self._marks(), s, e)
+        return s, e
+
+    def _marks(self) -> tuple[int, int, int, int, int]:
+        return self.n_states, len(self._eps), len(self._edges), len(self._edge_blocks), len(self._eps_blocks)
+
+    def _copy(self, before: tuple, after: tuple, entry: int, exit_: int) -> tuple[int, int]:
+        """A fresh copy of the fragment built between the marks ``before``
+        and ``after`` (its edges only join its own states)."""
+        n0, i0, j0, k0, l0 = before
+        n1, i1, j1, k1, l1 = after
+        shift = self.new_states(n1 - n0) - n0
+        if i1 > i0:
+            self._eps_blocks.append(np.array(self._eps[i0:i1], np.int32).reshape(-1, 2) + shift)
+        self._eps_blocks += [block + shift for block in self._eps_blocks[l0:l1]]
+        blocks = self._edge_blocks[k0:k1]
+        if j1 > j0:
+            blocks.append(np.array(self._edges[j0:j1], np.int32).reshape(-1, 4))
+        for block in blocks:
+            moved = block.copy()
+            moved[:, 0] += shift
+            moved[:, 3] += shift
+            self._edge_blocks.append(moved)
+        return entry + shift, exit_ + shift
+
+    def _build(self, node: ir.Node) -> tuple[int, int]:
         if isinstance(node, ir.Bytes):
             s = self.new_states(len(node.data) + 1)
             for i, b in enumerate(node.data):
@@ -183,6 +221,10 @@ class Nfa:
         for q in np.flatnonzero(dfa.accepting).tolist():
             self._eps += (base + q, end)
         return base + dfa.start, end
+
+
+# Composite nodes whose second build is a copy of the first (leaves are as cheap to rebuild).
+_COPIED = frozenset({ir.Seq, ir.Alt, ir.Repeat})
 
 
 @functools.lru_cache(maxsize=1024)

@@ -65,8 +65,14 @@ def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:
     return out
 
 
-def simplify_grammar(grammar: ir.Grammar) -> ir.Node | ir.Grammar:
+def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = None) -> ir.Node | ir.Grammar:
     """Inline every rule that is not recursive (nor in ``grammar.keep``).
+
+    Parameters
+    ----------
+    grammar : ir.Grammar
+    refs : dict of str to set of str, optional
+        ``rule_refs`` of each rule body, when the caller has them already.
 
     Returns
     -------
@@ -84,9 +90,9 @@ def simplify_grammar(grammar: ir.Grammar) -> ir.Node | ir.Grammar:
     rules = grammar.rules
     if grammar.root not in rules:
         raise GrammarError(f"root rule {grammar.root!r} is not defined")
-    graph = {name: rule_refs(body) for name, body in rules.items()}
-    for name, refs in graph.items():
-        for r in sorted(refs):
+    graph = refs if refs is not None else {name: rule_refs(body) for name, body in rules.items()}
+    for name, targets in graph.items():
+        for r in sorted(targets):
             if r not in rules:
                 raise GrammarError(f"rule {name!r} refers to undefined rule {r!r}")
     recursive = _recursive_rules(graph) | (set(grammar.keep) & rules.keys())

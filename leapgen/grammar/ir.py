@@ -194,9 +194,9 @@ def seq(*items: Node) -> Node:
     for it in items:
         parts = it.items if isinstance(it, Seq) else (it,)
         for p in parts:
-            if p == NOTHING:
+            if type(p) is Alt and not p.items:  # NOTHING (by value, without a dataclass __eq__ call)
                 return NOTHING
-            if isinstance(p, Bytes):
+            if type(p) is Bytes:
                 run.append(p.data)
                 continue
             if run:

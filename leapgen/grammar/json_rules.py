@@ -105,12 +105,12 @@ def _topo(rules: dict, graph: dict, starts: list) -> list:
     return post[::-1]
 
 
-def kept_rules(rules: dict, root: str) -> frozenset:
-    """The non-recursive rules of ``rules`` to keep as rules (see the module docstring)."""
-    graph = {n: rule_refs(b) & rules.keys() for n, b in rules.items()}
+def kept_rules(rules: dict, root: str, refs: dict | None = None) -> frozenset:
+    """The non-recursive rules of ``rules`` to keep as rules (see the module
+    docstring); ``refs``: each body's ``rule_refs``, when the caller has them."""
+    refs = refs if refs is not None else {n: rule_refs(b) for n, b in rules.items()}
+    graph = {n: refs[n] & rules.keys() for n in rules}
     recursive = _recursive_rules(graph)
-    occ_memo: dict = {}
-    occ = {n: _occurrences(b, occ_memo) for n, b in rules.items()}
     starts = [root] + sorted(recursive)
     order = _topo(rules, {n: (set() if n in recursive and n not in starts else graph[n]) for n in graph}, starts)
     order = [n for n in order if n not in recursive or n in starts]
@@ -120,6 +120,12 @@ def kept_rules(rules: dict, root: str) -> frozenset:
     for name in reversed(order):
         if name not in recursive:
             full[name] = _size(rules[name], full, memo)
+    if not recursive and full[root] <= DUPLICATION_BUDGETS[0]:
+        # A rule's copies all lie inside the root's expansion, so size * (uses - 1) < full[root]:
+        # no budget keeps anything, and the whole expansion fits TARGET_SIZE (the loop's result, sooner).
+        return frozenset()
+    occ_memo: dict = {}
+    occ = {n: _occurrences(b, occ_memo) for n, b in rules.items()}
     keep: set = set()
     for budget in DUPLICATION_BUDGETS:
         uses: Counter = Counter({root: 1})

@@ -138,7 +138,7 @@ from leapgen.errors import SchemaError
 
 from . import ir
 from .ir import Node
-from .cfg import simplify_grammar
+from .cfg import rule_refs, simplify_grammar
 from .json_applicators import ANNOTATIONS, Applicators
 from .json_containers import compile_array
 from .json_formats import FORMATS, STANDARD_FORMATS
@@ -183,6 +183,11 @@ def _refuse_lone_surrogates(schema: object) -> None:
     """Raise SchemaError at the JSON pointer of the first string (a key or a
     value) holding a lone UTF-16 surrogate (JSON text may spell one as
     ``"\\ud800"``): it has no UTF-8 form, so no generated text can hold it."""
+    try:  # the common case in one C pass: no surrogate anywhere (the walk below finds the pointer)
+        if not _LONE_SURROGATE.search(json.dumps(schema, ensure_ascii=False)):
+            return
+    except (TypeError, ValueError, RecursionError):
+        pass  # not plain JSON data: the walk (and the compiler after it) will say where
     todo = [(schema, "")]
     while todo:
         node, ptr = todo.pop()
@@ -292,7 +297,8 @@ def _compile(schema, layout: Layout, strict_mode: bool, cfg: bool, ignored_layou
     if comp.used_exclusive and grammar_size(rules) > MAX_EXCLUSIVE_SIZE:
         raise _TooLarge()
     if comp.rules:
-        node = simplify_grammar(ir.Grammar(rules, "root", kept_rules(rules, "root") | comp.forced_rules))
+        refs = {name: rule_refs(body) for name, body in rules.items()}
+        node = simplify_grammar(ir.Grammar(rules, "root", kept_rules(rules, "root", refs) | comp.forced_rules), refs)
     if node == ir.NOTHING:
         raise SchemaError("the schema admits no JSON value", pointer="")
     return node, comp.warnings
