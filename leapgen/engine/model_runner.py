@@ -36,6 +36,8 @@ everything under ``prefill_dtype="float32"``, are unaffected.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any, NamedTuple, Sequence
 
 import torch
@@ -141,6 +143,20 @@ class _LowLayer(NamedTuple):
                    weight(mlp.gate_proj), weight(mlp.up_proj), weight(mlp.down_proj))
 
 
+_LOW_LAYERS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_LOW_LAYERS_LOCK = threading.Lock()
+
+
+def _low_layers(model: Any, dtype: torch.dtype) -> list[_LowLayer]:
+    """The layers' weight copies in ``dtype``, made once per model (runners
+    over one model, e.g. an engine per grammar backend, share them)."""
+    with _LOW_LAYERS_LOCK:
+        per_dtype = _LOW_LAYERS.setdefault(model, {})
+        if dtype not in per_dtype:
+            per_dtype[dtype] = [_LowLayer.of(layer, dtype) for layer in model.model.layers]
+        return per_dtype[dtype]
+
+
 class ModelRunner:
     """Batched forward passes of a Llama-family Hugging Face causal LM.
 
@@ -156,7 +172,7 @@ class ModelRunner:
         docstring): "auto" (:func:`native_low_precision_dtype`), "bfloat16",
         "float32", a torch dtype, or None (the model's). Costs a copy of the
         layers' linear weights in that dtype (about half the float32 model
-        for bfloat16).
+        for bfloat16), made once per model and shared by its runners.
 
     Attributes
     ----------
@@ -199,8 +215,7 @@ class ModelRunner:
         self.last_num_tokens = 0
         prefill_dtype = _prefill_dtype(prefill_dtype, self.dtype, self.device)
         self.prefill_dtype = prefill_dtype if prefill_dtype != self.dtype and _has_gated_mlp(base) else None
-        self._low = [] if self.prefill_dtype is None else [_LowLayer.of(layer, self.prefill_dtype)
-                                                           for layer in base.layers]
+        self._low = [] if self.prefill_dtype is None else _low_layers(model, self.prefill_dtype)
 
     def new_cache(self) -> Any:
         """An empty KV cache for one sequence.
