@@ -8,7 +8,7 @@ finished. Prints the step time p50 / p90 / max before, during and after the
 compile, and the compile's wall time. ``--in-thread`` compiles on the
 engine's thread instead of the compile worker process.
 
-    python benchmarks/bench_compile_stall.py --max-length 250 --steps 15 [--in-thread]
+    python benchmarks/bench_compile_stall.py --max-length 250 --steps 15 [--in-thread] [--recursive]
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15, help="baseline steps")
     parser.add_argument("--decoders", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--recursive", action="store_true",
+                        help="the slow schema is recursive (a tree of such strings): a context-free grammar")
     parser.add_argument("--in-thread", action="store_true",
                         help="compile on the engine's thread (compile_in_process=False), the old way")
     args = parser.parse_args()
@@ -56,13 +58,16 @@ def main() -> None:
     before = step_times(llm, args.steps)
     schema = {"type": "object", "properties": {"note": {"type": "string", "maxLength": args.max_length}},
               "required": ["note"]}
+    if args.recursive:
+        schema["properties"]["children"] = {"type": "array", "items": {"$ref": "#"}}
     slow = llm.add_request("A note.", SamplingParams(json_schema=schema, max_tokens=8), chat=False)
     start = time.perf_counter()
     during = step_times(llm, until=lambda: slow.matcher is not None or slow.is_finished)
     compile_s = time.perf_counter() - start
     after = step_times(llm, args.steps)
     where = "the engine's thread" if args.in_thread else "a worker process"
-    print(f"threads {args.threads}, {args.decoders} decoders, slow schema maxLength {args.max_length}, "
+    kind = "recursive (context-free) " if args.recursive else ""
+    print(f"threads {args.threads}, {args.decoders} decoders, slow {kind}schema maxLength {args.max_length}, "
           f"compiled on {where}")
     print(describe("before the compile", before))
     print(describe(f"during the compile ({compile_s:.1f} s)", during))
