@@ -36,6 +36,7 @@ everything under ``prefill_dtype="float32"``, are unaffected.
 
 from __future__ import annotations
 
+import operator
 import threading
 import weakref
 from typing import Any, NamedTuple, Sequence
@@ -95,13 +96,25 @@ _DTYPE_NAMES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16":
 
 
 def _prefill_dtype(value: Any, model_dtype: torch.dtype, device: torch.device) -> torch.dtype | None:
-    if isinstance(value, torch.dtype) or value is None:
+    if value is None or (isinstance(value, torch.dtype) and value.is_floating_point):
         return value
-    if value == "auto":
+    if isinstance(value, str) and value == "auto":
         return native_low_precision_dtype(model_dtype, device)
-    if value in _DTYPE_NAMES:
+    if isinstance(value, str) and value in _DTYPE_NAMES:
         return _DTYPE_NAMES[value]
-    raise ValueError(f"prefill_dtype must be 'auto', one of {sorted(_DTYPE_NAMES)} or a torch dtype, got {value!r}")
+    raise ValueError(f"prefill_dtype must be 'auto', one of {sorted(_DTYPE_NAMES)} or a floating torch dtype, "
+                     f"got {value!r}")
+
+
+def _prompt_counts(num_prompt: Any, counts: Sequence[int]) -> list[int]:
+    """``num_prompt`` as one int per sequence, clipped to ``[0, count]``."""
+    try:
+        values = [operator.index(p) for p in num_prompt]
+    except TypeError:
+        raise ValueError(f"num_prompt must be a sequence of ints, got {num_prompt!r}") from None
+    if len(values) != len(counts):
+        raise ValueError(f"num_prompt needs one count per sequence: {len(values)} for {len(counts)} sequences")
+    return [min(max(p, 0), n) for p, n in zip(values, counts)]
 
 
 def _has_gated_mlp(base: Any) -> bool:
@@ -148,13 +161,18 @@ _LOW_LAYERS_LOCK = threading.Lock()
 
 
 def _low_layers(model: Any, dtype: torch.dtype) -> list[_LowLayer]:
-    """The layers' weight copies in ``dtype``, made once per model (runners
-    over one model, e.g. an engine per grammar backend, share them)."""
+    """The layers' weight copies in ``dtype``, made once per model and weight
+    values (runners over one model, e.g. an engine per grammar backend, share
+    them; an in-place edit or ``load_state_dict`` bumps a parameter's version,
+    and the next runner copies again)."""
+    layers = model.model.layers
+    signature = tuple((p.data_ptr(), p._version) for p in layers.parameters())
     with _LOW_LAYERS_LOCK:
         per_dtype = _LOW_LAYERS.setdefault(model, {})
-        if dtype not in per_dtype:
-            per_dtype[dtype] = [_LowLayer.of(layer, dtype) for layer in model.model.layers]
-        return per_dtype[dtype]
+        got = per_dtype.get(dtype)
+        if got is None or got[0] != signature:
+            got = per_dtype[dtype] = (signature, [_LowLayer.of(layer, dtype) for layer in layers])
+        return got[1]
 
 
 class ModelRunner:
@@ -172,7 +190,9 @@ class ModelRunner:
         docstring): "auto" (:func:`native_low_precision_dtype`), "bfloat16",
         "float32", a torch dtype, or None (the model's). Costs a copy of the
         layers' linear weights in that dtype (about half the float32 model
-        for bfloat16), made once per model and shared by its runners.
+        for bfloat16), made once per model and shared by its runners. They
+        are taken when the runner is built: a runner does not see later edits
+        of the weights (build a new one).
 
     Attributes
     ----------
@@ -253,7 +273,7 @@ class ModelRunner:
         torch.Tensor
             float32, shape ``(vocab_size,)``: logits of the next token.
         """
-        return self.batch_forward([cache], [token_ids], [num_prompt])[0]
+        return self.batch_forward([cache], [token_ids], (num_prompt,))[0]
 
     @torch.no_grad()
     def batch_forward(self, caches: Sequence[Any], token_lists: Sequence[Sequence[int]],
@@ -270,8 +290,9 @@ class ModelRunner:
             The new tokens of each sequence, at least one each.
         num_prompt : sequence of int or None, default None
             How many of each sequence's new tokens, from the first, are prompt
-            tokens: they run in :attr:`prefill_dtype`. None: all tokens are
-            generated ones (the model's dtype).
+            tokens: they run in :attr:`prefill_dtype` (clipped to
+            ``[0, len(tokens)]``). None: all tokens are generated ones (the
+            model's dtype).
 
         Returns
         -------
@@ -282,14 +303,16 @@ class ModelRunner:
         Raises
         ------
         ValueError
-            If the lengths differ, the batch is empty, or a sequence brings no
-            token.
+            If the lengths differ, the batch is empty, a sequence brings no
+            token, or ``num_prompt`` is not one int per sequence.
         """
         if len(caches) != len(token_lists) or not caches:
             raise ValueError("batch_forward needs as many caches as token lists, at least one")
         counts = [len(t) for t in token_lists]
         if min(counts) == 0:
             raise ValueError("forward needs at least one token per sequence")
+        if num_prompt is not None:
+            num_prompt = _prompt_counts(num_prompt, counts)
         starts = [c.length for c in caches]
         for cache, n in zip(caches, counts):
             cache.reserve(n)
@@ -318,12 +341,10 @@ class ModelRunner:
         (``high`` None when there are none)."""
         if self.prefill_dtype is None or num_prompt is None or not any(num_prompt):
             return None
-        if len(num_prompt) != len(counts):
-            raise ValueError("num_prompt needs one count per sequence")
         low = torch.zeros(sum(counts), dtype=torch.bool)
         offset = 0
         for n, p in zip(counts, num_prompt):
-            low[offset : offset + min(max(p, 0), n)] = True
+            low[offset : offset + p] = True
             offset += n
         if bool(low.all()):
             return low.nonzero()[:, 0].to(self.device), None
@@ -362,7 +383,7 @@ class ModelRunner:
         in separate calls, so a row's precision is its role's alone."""
         out = []
         for i, (start, n) in enumerate(zip(starts, counts)):
-            p = 0 if num_prompt is None else min(max(num_prompt[i], 0), n)
+            p = 0 if num_prompt is None else num_prompt[i]
             parts = [(0, p, True)] if p else []
             if n > p:
                 parts.append((p, n - p, False))

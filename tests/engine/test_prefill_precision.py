@@ -28,8 +28,37 @@ def test_prefill_dtype_values(loaded_model):
     assert ModelRunner(loaded_model.model, prefill_dtype="float32").prefill_dtype is None
     assert ModelRunner(loaded_model.model, prefill_dtype=None).prefill_dtype is None
     assert ModelRunner(loaded_model.model, prefill_dtype="bfloat16").prefill_dtype is torch.bfloat16
-    with pytest.raises(ValueError, match="prefill_dtype"):
-        ModelRunner(loaded_model.model, prefill_dtype="int8")
+    for bad in ("int8", torch.int8, torch.complex64, ["bfloat16"]):
+        with pytest.raises(ValueError, match="prefill_dtype"):
+            ModelRunner(loaded_model.model, prefill_dtype=bad)
+
+
+@pytest.mark.parametrize("prefill_dtype", ["auto", "float32"])
+def test_num_prompt_must_be_one_int_per_sequence(loaded_model, prefill_dtype):
+    runner = ModelRunner(loaded_model.model, prefill_dtype=prefill_dtype)
+    ids = [1, 2, 3, 4]
+    for bad in ([0, 0, 0], [], [4, None], 4, [2.5, 1]):
+        with pytest.raises(ValueError, match="num_prompt"):
+            runner.batch_forward([runner.new_cache(), runner.new_cache()], [ids, ids], bad)
+    # ints of any integer type, clipped to [0, len(tokens)]
+    clipped = runner.batch_forward([runner.new_cache()], [ids], torch.tensor([9]))
+    torch.testing.assert_close(clipped[0], runner.forward(runner.new_cache(), ids, num_prompt=len(ids)))
+
+
+def test_weight_copies_follow_weight_edits(loaded_model, runner):
+    """A runner built after the weights changed in place uses the new weights
+    (the shared bfloat16 copies are keyed by the parameters' versions)."""
+    import copy
+
+    model = copy.deepcopy(loaded_model.model)
+    ids = loaded_model.tokenizer.encode(PROMPTS[2])
+    ModelRunner(model, prefill_dtype="auto")
+    with torch.no_grad():
+        for p in model.model.layers[0].mlp.parameters():
+            p.mul_(0.5)
+    low, full = ModelRunner(model, prefill_dtype="auto"), ModelRunner(model, prefill_dtype="float32")
+    diff = low.forward(low.new_cache(), ids, num_prompt=len(ids)) - full.forward(full.new_cache(), ids)
+    assert diff.abs().max() < 0.5
 
 
 def test_prompt_rows_are_bfloat16_and_close_to_float32(runner, loaded_model):
