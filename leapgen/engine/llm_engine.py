@@ -324,9 +324,9 @@ class LLM:
         if not fwd:
             return None
         pending = [r.pending_ids for r in fwd]
-        prefilling = [r for r in fwd if r.num_cached < len(r.prompt_ids)]
-        self.stats.prefill_tokens += sum(len(r.prompt_ids) - r.num_cached for r in prefilling)
-        num_prompt = [max(0, len(r.prompt_ids) - r.num_cached) for r in fwd]
+        num_prompt = [max(0, len(r.prompt_ids) - r.num_cached) for r in fwd]  # prompt tokens still to feed
+        prefilling = [r for r, n in zip(fwd, num_prompt) if n]
+        self.stats.prefill_tokens += sum(num_prompt)
         logits = self.model_runner.batch_forward([r.kv_cache for r in fwd], pending, num_prompt)  # (B, V)
         for req in fwd:
             req.num_forwards += 1
