@@ -161,6 +161,8 @@ class Nfa:
             return s, e
         if isinstance(node, ir.Repeat):
             return self._repeat(node)
+        if isinstance(node, ir.Subsets):
+            return self._subsets(node)
         if isinstance(node, (ir.Intersect, ir.Diff)):
             return self.embed(self._compile_dfa(node))
         if isinstance(node, ir.RuleRef):
@@ -210,6 +212,29 @@ class Nfa:
         self.add_eps(e, end)
         return s, end
 
+    def _subsets(self, node: ir.Subsets) -> tuple[int, int]:
+        """States ``none[i]`` (no item chosen before item ``i``) and ``some[i]``
+        (one was): ``none[i]`` enters item ``i`` directly, ``some[i]`` through
+        a separator, and both skip it; item ``i`` itself is built once and
+        leads to ``some[i + 1]``, so each item's states are shared by every
+        subset that holds it (linear size, and a subset construction that
+        needs no minimizing to merge them)."""
+        k = len(node.items)
+        none = self.new_states(k)
+        some = self.new_states(k + 1)  # some + 0 is never entered: no item before the first
+        for i, item in enumerate(node.items):
+            s, e = self.build(item)
+            self.add_eps(none + i, s)
+            if i + 1 < k:
+                self.add_eps(none + i, none + i + 1)
+            if i > 0:
+                s2, e2 = self.build(node.sep)
+                self.add_eps(some + i, s2)
+                self.add_eps(e2, s)
+                self.add_eps(some + i, some + i + 1)
+            self.add_eps(e, some + i + 1)
+        return none, some + k
+
     def embed(self, dfa) -> tuple[int, int]:
         """Copy a byte-level :class:`~leapgen.automata.dfa.Dfa` in as a fragment (its
         states become consecutive NFA states); returns (entry, exit)."""
@@ -224,7 +249,7 @@ class Nfa:
 
 
 # Composite nodes whose second build is a copy of the first (leaves are as cheap to rebuild).
-_COPIED = frozenset({ir.Seq, ir.Alt, ir.Repeat})
+_COPIED = frozenset({ir.Seq, ir.Alt, ir.Repeat, ir.Subsets})
 
 
 @functools.lru_cache(maxsize=1024)

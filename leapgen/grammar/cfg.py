@@ -112,6 +112,8 @@ def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = Non
             out = ir.intersect(*(inline(i) for i in node.items))
         elif isinstance(node, ir.Repeat):
             out = ir.repeat(inline(node.item), node.lo, node.hi)
+        elif isinstance(node, ir.Subsets):
+            out = ir.subsets([inline(i) for i in node.items], inline(node.sep))
         elif isinstance(node, ir.Diff):
             out = ir.diff(inline(node.left), inline(node.right))
         else:

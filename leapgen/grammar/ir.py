@@ -14,6 +14,11 @@ Nodes
 ``Seq(items)``             concatenation.
 ``Alt(items)``             union (``Alt(())`` is the empty language).
 ``Repeat(item, lo, hi)``   ``item{lo,hi}``; ``hi=None`` means unbounded.
+``Subsets(items, sep)``    a non-empty ordered subset of ``items``, joined by
+                           ``sep`` (the optional members of a JSON object);
+                           automata share each item between the subsets
+                           that start with it and those where it follows a
+                           ``sep``, so the size stays linear.
 ``Intersect(items)``       language intersection (built by DFA product).
 ``Diff(left, right)``      language difference ``left \\ right``.
 ``RuleRef(name)``          a reference to a named rule of a context-free
@@ -89,6 +94,14 @@ class Repeat(Node):
     item: Node
     lo: int
     hi: int | None
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
+
+
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
+class Subsets(Node):
+    items: tuple[Node, ...]
+    sep: Node
     _h: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
@@ -265,6 +278,20 @@ def plus(item: Node) -> Node:
     return repeat(item, 1, None)
 
 
+def subsets(items, sep: Node) -> Node:
+    """A non-empty ordered subset of ``items`` (a subsequence, order kept),
+    consecutive chosen items joined by ``sep``; items that match nothing are
+    dropped, and no item left is the empty language."""
+    kept = tuple(i for i in items if i != NOTHING)
+    if not kept:
+        return NOTHING
+    if len(kept) == 1:
+        return kept[0]
+    if sep == NOTHING:  # no two items can be joined: one of them alone
+        return alt(*kept)
+    return Subsets(kept, sep)
+
+
 def intersect(*items: Node) -> Node:
     """Language intersection of ``items``."""
     flat = []
@@ -291,6 +318,8 @@ def children(node: Node) -> tuple[Node, ...]:
         return node.items
     if isinstance(node, Repeat):
         return (node.item,)
+    if isinstance(node, Subsets):
+        return (*node.items, node.sep)
     if isinstance(node, Diff):
         return (node.left, node.right)
     return ()

@@ -241,15 +241,14 @@ def object_node(layout: Layout, depth: int, members: list, extra: Node | None, l
 
 def _free_object(layout: Layout, depth: int, members: list, extra: Node | None, *, empty_ok: bool) -> Node:
     """Before the first required member, any ordered subset of the optional
-    members may appear; :func:`_some` writes that language in O(n log n)
-    size (a tree-expanding automaton builder stays small), the rest is one
-    linear chain."""
+    members may appear (:func:`leapgen.grammar.ir.subsets`: linear size),
+    the rest is one linear chain."""
     comma = layout.comma(depth)
     extra_tail = ir.star(ir.seq(comma, extra)) if extra is not None else ir.EMPTY
     first_req = next((i for i, (_, req) in enumerate(members) if req), None)
     if first_req is None:
         nodes = [n for n, _ in members]
-        firsts = [_some(nodes, comma)] if nodes else []
+        firsts = [ir.subsets(nodes, comma)] if nodes else []
         if extra is not None:
             firsts.append(extra)
         if not firsts:
@@ -257,24 +256,10 @@ def _free_object(layout: Layout, depth: int, members: list, extra: Node | None, 
         body = ir.seq(ir.alt(*firsts), extra_tail)
         return container(layout, "{}", depth, body, ir.EMPTY, empty_ok=empty_ok)
     prefix = [n for n, _ in members[:first_req]]
-    lead = ir.opt(ir.seq(_some(prefix, comma), comma)) if prefix else ir.EMPTY
+    lead = ir.opt(ir.seq(ir.subsets(prefix, comma), comma)) if prefix else ir.EMPTY
     chain = [ir.seq(comma, n) if req else ir.opt(ir.seq(comma, n)) for n, req in members[first_req + 1:]]
     body = ir.seq(lead, members[first_req][0], *chain, extra_tail)
     return container(layout, "{}", depth, body, ir.EMPTY, empty_ok=False)
-
-
-def _some(nodes: list, comma: Node) -> Node:
-    """Non-empty ordered subsets of ``nodes``, comma-separated.
-
-    Divide and conquer: (some of the first half, then any of the second half
-    each after a comma) or (some of the second half only).
-    """
-    if len(nodes) == 1:
-        return nodes[0]
-    mid = len(nodes) // 2
-    left, right = nodes[:mid], nodes[mid:]
-    with_commas = ir.seq(*(ir.opt(ir.seq(comma, n)) for n in right))
-    return ir.alt(ir.seq(_some(left, comma), with_commas), _some(right, comma))
 
 
 def _counted_object(layout: Layout, depth: int, members: list, extra: Node | None, lo: int, hi: int | None,
@@ -338,6 +323,8 @@ def ir_size(node: Node, memo: dict, cap: int = 10**7) -> int:
         out = 1 + sum(ir_size(i, memo, cap) for i in node.items)
     elif isinstance(node, ir.Repeat):
         out = 1 + ir_size(node.item, memo, cap) * max(node.hi if node.hi is not None else node.lo + 1, 1)
+    elif isinstance(node, ir.Subsets):
+        out = 1 + sum(ir_size(i, memo, cap) for i in node.items) + ir_size(node.sep, memo, cap) * (len(node.items) - 1)
     elif isinstance(node, ir.Diff):
         out = 1 + ir_size(node.left, memo, cap) + ir_size(node.right, memo, cap)
     else:

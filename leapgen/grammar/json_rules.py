@@ -43,6 +43,9 @@ def _size(node: Node, ref_size: dict, memo: dict) -> int:
     elif isinstance(node, ir.Repeat):
         copies = node.hi if node.hi is not None else node.lo + 1
         out = 1 + _size(node.item, ref_size, memo) * max(copies, 1)
+    elif isinstance(node, ir.Subsets):
+        out = (1 + sum(_size(i, ref_size, memo) for i in node.items)
+               + _size(node.sep, ref_size, memo) * (len(node.items) - 1))
     elif isinstance(node, ir.Diff):
         out = 1 + _size(node.left, ref_size, memo) + _size(node.right, ref_size, memo)
     elif isinstance(node, ir.Bytes):
@@ -80,6 +83,11 @@ def _occurrences(node: Node, memo: dict) -> Counter:
         copies = max(node.hi if node.hi is not None else node.lo + 1, 1)
         for k, v in _occurrences(node.item, memo).items():
             out[k] = v * copies
+    elif isinstance(node, ir.Subsets):
+        for i in node.items:
+            out.update(_occurrences(i, memo))
+        for k, v in _occurrences(node.sep, memo).items():
+            out[k] += v * (len(node.items) - 1)
     memo[node] = out
     return out
 
