@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from leapgen.automata.limits import check_deadline, current_deadline, deadline_error, intern_state, too_many_states
-from leapgen.automata.minimize_kernel import minimize_blocks
+from leapgen.automata.minimize_kernel import minimize_table_kernel
 from leapgen.automata.subset import determinize_classes
 from leapgen.automata.trim_kernel import useful_states
 from leapgen.grammar import ir
@@ -196,26 +196,11 @@ def minimize_table(table: np.ndarray, accepting: np.ndarray, start: int, symbol_
     ``len(symbol_class)`` columns. ``accepting``: bool ``(n,)``. Does not
     mutate its arguments.
     """
-    got = _trim_table(table, accepting, start)
-    if got is None:
+    new_table, new_accepting = minimize_table_kernel(np.ascontiguousarray(table), np.ascontiguousarray(accepting),
+                                                     int(start))
+    if not len(new_accepting):
         return EMPTY_DFA
-    table, accepting, start = got
-    n = table.shape[0]
-    src, lab = np.nonzero(table >= 0)
-    dst = table[src, lab]
-    blocks = minimize_blocks(n, src.astype(np.int64), lab.astype(np.int64), dst.astype(np.int64),
-                             np.ascontiguousarray(accepting))
-    n_blocks = int(blocks.max()) + 1
-    # renumber so the start's block is 0
-    perm = np.arange(n_blocks)
-    start_block = int(blocks[start])
-    perm[[0, start_block]] = perm[[start_block, 0]]
-    blocks = perm[blocks]
-    rep = np.empty(n_blocks, np.int64)
-    rep[blocks[::-1]] = np.arange(n)[::-1]
-    new_table = np.full((n_blocks, table.shape[1]), -1, np.int32)
-    new_table[blocks[src], lab] = blocks[dst]
-    return Dfa(np.ascontiguousarray(new_table[:, symbol_class]), accepting[rep].copy(), 0)
+    return Dfa(np.ascontiguousarray(new_table[:, symbol_class]), new_accepting, 0)
 
 
 def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_STATES) -> Dfa:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from leapgen.automata.trim_kernel import useful_states
 from leapgen.compiler.trie_kernels import _jit
 
 
@@ -151,3 +152,72 @@ def minimize_blocks(n, tail, label, head, accepting):
             cz = _split(CE, CS, CF, CP, CM, CW, w, cz)
             b += 1
     return BS
+
+
+@_jit
+def minimize_table_kernel(table, accepting, start):
+    """Trim, then minimize, a DFA over symbol classes, in one call.
+
+    Parameters
+    ----------
+    table : numpy.ndarray
+        int32, ``(n, width)``: transitions, -1 = dead.
+    accepting : numpy.ndarray
+        bool, ``(n,)``.
+    start : int
+
+    Returns
+    -------
+    new_table : numpy.ndarray
+        int32, ``(n_blocks, width)``: the minimal DFA, start state 0; no
+        rows for the empty language.
+    new_accepting : numpy.ndarray
+        bool, ``(n_blocks,)``.
+    """
+    n, width = table.shape
+    live = useful_states(table, start, accepting, np.arange(width))
+    if not live[start]:
+        return np.empty((0, width), np.int32), np.empty(0, np.bool_)
+    new_id = np.full(n, -1, np.int64)
+    k = 0
+    m = 0
+    for q in range(n):
+        if live[q]:
+            new_id[q] = k
+            k += 1
+            for c in range(width):
+                t = table[q, c]
+                if t >= 0 and live[t]:
+                    m += 1
+    tail = np.empty(m, np.int64)
+    label = np.empty(m, np.int64)
+    head = np.empty(m, np.int64)
+    acc = np.empty(k, np.bool_)
+    e = 0
+    for q in range(n):
+        if live[q]:
+            acc[new_id[q]] = accepting[q]
+            for c in range(width):
+                t = table[q, c]
+                if t >= 0 and live[t]:
+                    tail[e] = new_id[q]
+                    label[e] = c
+                    head[e] = new_id[t]
+                    e += 1
+    blocks = minimize_blocks(k, tail, label, head, acc)
+    n_blocks = 0
+    for q in range(k):
+        n_blocks = max(n_blocks, blocks[q] + 1)
+    start_block = blocks[new_id[start]]  # renumbered to 0 (swapped with block 0)
+    for q in range(k):
+        if blocks[q] == start_block:
+            blocks[q] = 0
+        elif blocks[q] == 0:
+            blocks[q] = start_block
+    new_table = np.full((n_blocks, width), -1, np.int32)
+    new_accepting = np.zeros(n_blocks, np.bool_)
+    for i in range(m):
+        new_table[blocks[tail[i]], label[i]] = blocks[head[i]]
+    for q in range(k):
+        new_accepting[blocks[q]] = acc[q]
+    return new_table, new_accepting
