@@ -65,6 +65,51 @@ def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:
     return out
 
 
+def _inliner(rules: dict, kept: set):
+    """A memoized function: IR with every reference to a rule not in ``kept`` replaced by its body."""
+    memo: dict[ir.Node, ir.Node] = {}
+
+    def inline(node: ir.Node) -> ir.Node:
+        got = memo.get(node)
+        if got is not None:
+            return got
+        if isinstance(node, ir.RuleRef):
+            out = node if node.name in kept else inline(rules[node.name])
+        elif isinstance(node, ir.Seq):
+            out = ir.seq(*(inline(i) for i in node.items))
+        elif isinstance(node, ir.Alt):
+            out = ir.alt(*(inline(i) for i in node.items))
+        elif isinstance(node, ir.Intersect):
+            out = ir.intersect(*(inline(i) for i in node.items))
+        elif isinstance(node, ir.Repeat):
+            out = ir.repeat(inline(node.item), node.lo, node.hi)
+        elif isinstance(node, ir.Subsets):
+            out = ir.subsets([inline(i) for i in node.items], inline(node.sep))
+        elif isinstance(node, ir.Diff):
+            out = ir.diff(inline(node.left), inline(node.right))
+        else:
+            out = node
+        memo[node] = out
+        return out
+
+    return inline
+
+
+def inline_rules(rules: dict, root: str) -> ir.Node:
+    """``rules[root]`` with every rule reference inlined, for rules that the
+    caller knows do not recurse (what :func:`simplify_grammar` gives when it
+    keeps no rule, without its analysis).
+
+    Raises
+    ------
+    KeyError
+        A reference to an undefined rule.
+    RecursionError
+        The rules do recurse (or nest too deeply).
+    """
+    return _inliner(rules, set())(rules[root])
+
+
 def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = None) -> ir.Node | ir.Grammar:
     """Inline every rule that is not recursive (nor in ``grammar.keep``).
 
@@ -96,30 +141,7 @@ def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = Non
             if r not in rules:
                 raise GrammarError(f"rule {name!r} refers to undefined rule {r!r}")
     recursive = _recursive_rules(graph) | (set(grammar.keep) & rules.keys())
-    memo: dict[ir.Node, ir.Node] = {}
-
-    def inline(node: ir.Node) -> ir.Node:
-        got = memo.get(node)
-        if got is not None:
-            return got
-        if isinstance(node, ir.RuleRef):
-            out = node if node.name in recursive else inline(rules[node.name])
-        elif isinstance(node, ir.Seq):
-            out = ir.seq(*(inline(i) for i in node.items))
-        elif isinstance(node, ir.Alt):
-            out = ir.alt(*(inline(i) for i in node.items))
-        elif isinstance(node, ir.Intersect):
-            out = ir.intersect(*(inline(i) for i in node.items))
-        elif isinstance(node, ir.Repeat):
-            out = ir.repeat(inline(node.item), node.lo, node.hi)
-        elif isinstance(node, ir.Subsets):
-            out = ir.subsets([inline(i) for i in node.items], inline(node.sep))
-        elif isinstance(node, ir.Diff):
-            out = ir.diff(inline(node.left), inline(node.right))
-        else:
-            out = node
-        memo[node] = out
-        return out
+    inline = _inliner(rules, recursive)
 
     root_body = inline(rules[grammar.root])
     if not ir.contains_ruleref(root_body):

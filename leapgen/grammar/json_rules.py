@@ -63,6 +63,18 @@ def grammar_size(rules: dict) -> int:
     return sum(_size(b, {}, memo) for b in rules.values())
 
 
+def expanded_size(rules: dict) -> int:
+    """Tree-expanded size of ``rules["root"]`` with every rule inlined; the
+    other rules listed each after the rules its body refers to (as the JSON
+    front-end makes its rule candidates), none recursive."""
+    full: dict = {}
+    memo: dict = {}
+    for name, body in rules.items():
+        if name != "root":
+            full[name] = _size(body, full, memo)
+    return _size(rules["root"], full, memo)
+
+
 def tree_size(node: Node, memo: dict) -> int:
     """Tree-expanded size of ``node`` (a rule reference counts 1)."""
     return _size(node, {}, memo)

@@ -138,7 +138,7 @@ from leapgen.errors import SchemaError
 
 from . import ir
 from .ir import Node
-from .cfg import rule_refs, simplify_grammar
+from .cfg import inline_rules, rule_refs, simplify_grammar
 from .json_applicators import ANNOTATIONS, Applicators
 from .json_containers import compile_array
 from .json_formats import FORMATS, STANDARD_FORMATS
@@ -147,7 +147,7 @@ from .json_merge import (ABSENT, BLIND_ITEMS, MISSING, NON_INTEGER, NOT_ENUM, NO
                          TYPE_NAMES, VALIDATION_KEYWORDS)
 from .json_objects import compile_object
 from .json_refs import RefIndex, join_pointer
-from .json_rules import grammar_size, kept_rules, tree_size
+from .json_rules import DUPLICATION_BUDGETS, expanded_size, grammar_size, kept_rules, tree_size
 from .json_scalars import compile_integer, compile_number, compile_string, exclude_values
 from .json_values import check, check_json_value, dedupe, json_equal, values_node
 
@@ -177,6 +177,9 @@ branches; beyond it the schema is compiled again with ``oneOf`` as ``anyOf``."""
 RULE_MIN_SIZE = 300
 """Array items and property values at least this large (IR nodes, tree
 expanded) become rule candidates (:meth:`_Compiler.rule`)."""
+INLINE_ALL_SIZE = DUPLICATION_BUDGETS[0]
+"""Rule candidates alone (no recursion) whose whole expansion is at most this
+large are all inlined (:func:`.json_rules.kept_rules` would keep none)."""
 
 
 def _refuse_lone_surrogates(schema: object) -> None:
@@ -296,7 +299,9 @@ def _compile(schema, layout: Layout, strict_mode: bool, cfg: bool, ignored_layou
     rules = {"root": node, **comp.rules}
     if comp.used_exclusive and grammar_size(rules) > MAX_EXCLUSIVE_SIZE:
         raise _TooLarge()
-    if comp.rules:
+    if comp.rules and comp.rules.keys() <= comp.candidate_names and expanded_size(rules) <= INLINE_ALL_SIZE:
+        node = inline_rules(rules, "root")  # no rule recurses, and kept_rules would keep none: sooner
+    elif comp.rules:
         refs = {name: rule_refs(body) for name, body in rules.items()}
         node = simplify_grammar(ir.Grammar(rules, "root", kept_rules(rules, "root", refs) | comp.forced_rules), refs)
     if node == ir.NOTHING:
@@ -333,6 +338,7 @@ class _Compiler(Applicators):
         self._normal: dict = {}  # id(schema) -> normalized schema
         self._size_memo: dict = {}
         self._rule_names: dict = {}  # rule body -> its name (see rule())
+        self.candidate_names: set[str] = set()  # the rules made by rule(), in self.rules
         self._active: dict = {}  # compile() keys in progress -> rule name once re-entered
         self.exclusive_one_of = True  # overlapping oneOf: conjoin each branch with the others' complements
         self.used_exclusive = False
@@ -372,6 +378,7 @@ class _Compiler(Applicators):
                 key += "'"
             self.rules[key] = node
             self._rule_names[node] = key
+            self.candidate_names.add(key)
         return ir.RuleRef(key)
 
     def format_asserted(self, fmt) -> bool:
