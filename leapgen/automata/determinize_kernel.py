@@ -275,3 +275,77 @@ def subset_construction(eps_start, eps_dst, move_start, move_class, move_dst, im
                     by_single[single] = found
         i += 1
     return OK, table[:n_sets].copy(), accepting[:n_sets].copy(), start_ids
+
+
+@numba.njit(cache=True, nogil=True)
+def nfa_arrays(eps, edges, n_nfa, alphabet, end):
+    """An NFA's edge lists as the CSR arrays :func:`subset_construction` takes.
+
+    Parameters
+    ----------
+    eps : numpy.ndarray
+        int32, ``(m_eps, 2)``: epsilon edges ``(s, t)``.
+    edges : numpy.ndarray
+        int32, ``(m, 4)``: symbol-range edges ``(s, lo, hi, t)``.
+    n_nfa : int
+        NFA states.
+    alphabet : int
+        Symbols (256 bytes, plus call symbols for a rule body).
+    end : int
+        The accepting NFA state.
+
+    Returns
+    -------
+    byte_class : numpy.ndarray
+        int32, ``(alphabet,)``: symbols split at every edge range bound,
+        classes numbered in symbol order (as
+        :func:`leapgen.automata.subset.byte_classes`).
+    n_classes : int
+    eps_start, eps_dst, move_start, move_class, move_dst, important
+        As :func:`subset_construction` takes them; the edges of each state in
+        their input order, a range edge split into its classes in order.
+    """
+    bound = np.zeros(alphabet + 1, np.bool_)
+    bound[0] = True
+    bound[alphabet] = True
+    m = edges.shape[0]
+    for r in range(m):
+        bound[edges[r, 1]] = True
+        bound[edges[r, 2] + 1] = True
+    byte_class = np.empty(alphabet, np.int32)
+    k = -1
+    for b in range(alphabet):
+        if bound[b]:
+            k += 1
+        byte_class[b] = k
+    n_classes = k + 1
+    eps_start = np.zeros(n_nfa + 1, np.int64)
+    for r in range(eps.shape[0]):
+        eps_start[eps[r, 0] + 1] += 1
+    for q in range(n_nfa):
+        eps_start[q + 1] += eps_start[q]
+    fill = eps_start[:n_nfa].copy()
+    eps_dst = np.empty(eps.shape[0], np.int32)
+    for r in range(eps.shape[0]):
+        s = eps[r, 0]
+        eps_dst[fill[s]] = eps[r, 1]
+        fill[s] += 1
+    move_start = np.zeros(n_nfa + 1, np.int64)
+    important = np.zeros(n_nfa, np.bool_)
+    important[end] = True
+    for r in range(m):
+        s = edges[r, 0]
+        move_start[s + 1] += byte_class[edges[r, 2]] - byte_class[edges[r, 1]] + 1
+        important[s] = True
+    for q in range(n_nfa):
+        move_start[q + 1] += move_start[q]
+    fill = move_start[:n_nfa].copy()
+    move_class = np.empty(move_start[n_nfa], np.int32)
+    move_dst = np.empty(move_start[n_nfa], np.int32)
+    for r in range(m):
+        s = edges[r, 0]
+        for c in range(byte_class[edges[r, 1]], byte_class[edges[r, 2]] + 1):
+            move_class[fill[s]] = c
+            move_dst[fill[s]] = edges[r, 3]
+            fill[s] += 1
+    return byte_class, n_classes, eps_start, eps_dst, move_start, move_class, move_dst, important

@@ -41,14 +41,6 @@ def byte_classes(edges: np.ndarray, alphabet: int) -> tuple[np.ndarray, int]:
     return byte_class, len(bounds) - 1
 
 
-def _csr(src: np.ndarray, n: int, *columns: np.ndarray) -> tuple:
-    """Group rows by ``src`` (stable): ``(start int64 (n + 1,), *columns reordered)``."""
-    order = np.argsort(src, kind="stable")
-    start = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=start[1:])
-    return (start,) + tuple(np.ascontiguousarray(c[order], dtype=np.int32) for c in columns)
-
-
 def class_moves(edges: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Split range edges into one edge per byte class.
 
@@ -120,14 +112,8 @@ def determinize_classes(nfa, starts: list[int], end: int, max_states: int, *,
     if _kernel is None:
         return determinize_reference(nfa, starts, end, max_states, alphabet=alphabet)
     eps, edges = nfa.arrays()
-    n = nfa.n_states
-    byte_class, k = byte_classes(edges, alphabet)
-    src, cls, dst = class_moves(edges, byte_class)
-    eps_start, eps_dst = _csr(eps[:, 0], n, eps[:, 1])
-    move_start, move_class, move_dst = _csr(src, n, cls, dst)
-    important = np.zeros(n, np.bool_)
-    important[src] = True
-    important[end] = True
+    byte_class, k, eps_start, eps_dst, move_start, move_class, move_dst, important = _kernel.nfa_arrays(
+        eps, edges, nfa.n_states, alphabet, end)
     deadline = current_deadline()
     status, table, accepting, start_ids = _kernel.subset_construction(
         eps_start, eps_dst, move_start, move_class, move_dst, important, np.asarray(starts, np.int32), end, k,
