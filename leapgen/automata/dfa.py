@@ -197,10 +197,10 @@ def minimize_table(table: np.ndarray, accepting: np.ndarray, start: int, symbol_
     mutate its arguments.
     """
     new_table, new_accepting = minimize_table_kernel(np.ascontiguousarray(table), np.ascontiguousarray(accepting),
-                                                     int(start))
+                                                     int(start), np.ascontiguousarray(symbol_class, np.int32))
     if not len(new_accepting):
         return EMPTY_DFA
-    return Dfa(np.ascontiguousarray(new_table[:, symbol_class]), new_accepting, 0)
+    return Dfa(new_table, new_accepting, 0)
 
 
 def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_STATES) -> Dfa:

@@ -155,7 +155,7 @@ def minimize_blocks(n, tail, label, head, accepting):
 
 
 @_jit
-def minimize_table_kernel(table, accepting, start):
+def minimize_table_kernel(table, accepting, start, symbol_class):
     """Trim, then minimize, a DFA over symbol classes, in one call.
 
     Parameters
@@ -165,19 +165,21 @@ def minimize_table_kernel(table, accepting, start):
     accepting : numpy.ndarray
         bool, ``(n,)``.
     start : int
+    symbol_class : numpy.ndarray
+        int32, ``(n_symbols,)``: the column of ``table`` of each symbol.
 
     Returns
     -------
     new_table : numpy.ndarray
-        int32, ``(n_blocks, width)``: the minimal DFA, start state 0; no
-        rows for the empty language.
+        int32, ``(n_blocks, n_symbols)``: the minimal DFA over symbols, start
+        state 0; no rows for the empty language.
     new_accepting : numpy.ndarray
         bool, ``(n_blocks,)``.
     """
     n, width = table.shape
     live = useful_states(table, start, accepting, np.arange(width))
     if not live[start]:
-        return np.empty((0, width), np.int32), np.empty(0, np.bool_)
+        return np.empty((0, symbol_class.shape[0]), np.int32), np.empty(0, np.bool_)
     new_id = np.full(n, -1, np.int64)
     k = 0
     m = 0
@@ -214,10 +216,14 @@ def minimize_table_kernel(table, accepting, start):
             blocks[q] = 0
         elif blocks[q] == 0:
             blocks[q] = start_block
-    new_table = np.full((n_blocks, width), -1, np.int32)
+    narrow = np.full((n_blocks, width), -1, np.int32)
     new_accepting = np.zeros(n_blocks, np.bool_)
     for i in range(m):
-        new_table[blocks[tail[i]], label[i]] = blocks[head[i]]
+        narrow[blocks[tail[i]], label[i]] = blocks[head[i]]
     for q in range(k):
         new_accepting[blocks[q]] = acc[q]
+    new_table = np.empty((n_blocks, symbol_class.shape[0]), np.int32)
+    for b in range(n_blocks):
+        for a in range(symbol_class.shape[0]):
+            new_table[b, a] = narrow[b, symbol_class[a]]
     return new_table, new_accepting
