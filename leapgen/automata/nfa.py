@@ -7,13 +7,17 @@ inclusive byte ranges, epsilon edges are kept apart. ``Intersect`` and
 embedded back as NFA fragments. A composite node met again (the copies of a
 ``Repeat``, a subschema used twice) is not rebuilt: its first fragment's
 states are consecutive and its edges contiguous in the edge lists, so the
-copy is that slice shifted to new state numbers.
+copy is that slice shifted to new state numbers. ``Repeat`` fragments (a
+JSON string's content, a number's digits) are also kept across compiles
+(:class:`Fragment`, bounded), and pasted in without rebuilding.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Callable
+import threading
+from collections import OrderedDict
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -23,6 +27,24 @@ from leapgen.errors import GrammarError
 from leapgen.grammar import ir
 
 MIN_COPIES_TO_SHARE = 4
+#: Repeat fragments kept across compiles (:class:`Fragment`): a JSON string's content, a number's digits
+#: recur in nearly every schema.
+FRAGMENT_CACHE_ENTRIES = 1024
+
+
+class Fragment(NamedTuple):
+    """A built fragment, its states numbered from 0: ``n_states`` states, epsilon
+    edges int32 ``(m, 2)`` and range edges int32 ``(m, 4)`` (read-only), entry and exit."""
+
+    n_states: int
+    eps: np.ndarray
+    edges: np.ndarray
+    entry: int
+    exit: int
+
+
+_FRAGMENTS: OrderedDict = OrderedDict()
+_FRAGMENTS_LOCK = threading.Lock()
 
 
 class Nfa:
@@ -105,10 +127,43 @@ class Nfa:
         got = self._built.get(node)
         if got is not None:
             return self._copy(*got)
+        shared = type(node) is ir.Repeat and self._rule_ids is None and node is not self.root
+        fragment = None
+        if shared:
+            with _FRAGMENTS_LOCK:
+                fragment = _FRAGMENTS.get(node)
         before = self._marks()
-        s, e = self._build(node)
-        self._built[node] = (before, self._marks(), s, e)
+        s, e = self._paste(fragment) if fragment is not None else self._build(node)
+        after = self._marks()
+        self._built[node] = (before, after, s, e)
+        if shared and fragment is None:
+            fragment = self._fragment(before, after, s, e)
+            with _FRAGMENTS_LOCK:
+                _FRAGMENTS[node] = fragment
+                while len(_FRAGMENTS) > FRAGMENT_CACHE_ENTRIES:
+                    _FRAGMENTS.popitem(last=False)
         return s, e
+
+    def _fragment(self, before: tuple, after: tuple, entry: int, exit_: int) -> Fragment:
+        """The fragment built between the marks ``before`` and ``after``, renumbered from 0."""
+        n0, i0, j0, k0, l0 = before
+        n1, i1, j1, k1, l1 = after
+        eps = np.concatenate([np.array(self._eps[i0:i1], np.int32).reshape(-1, 2)] + self._eps_blocks[l0:l1]) - n0
+        edges = np.concatenate([np.array(self._edges[j0:j1], np.int32).reshape(-1, 4)] + self._edge_blocks[k0:k1])
+        edges[:, 0] -= n0
+        edges[:, 3] -= n0
+        eps.flags.writeable = edges.flags.writeable = False
+        return Fragment(n1 - n0, eps, edges, entry - n0, exit_ - n0)
+
+    def _paste(self, fragment: Fragment) -> tuple[int, int]:
+        """A copy of a :class:`Fragment` (new states); returns its (entry, exit)."""
+        base = self.new_states(fragment.n_states)
+        self._eps_blocks.append(fragment.eps + base)
+        edges = fragment.edges.copy()
+        edges[:, 0] += base
+        edges[:, 3] += base
+        self._edge_blocks.append(edges)
+        return fragment.entry + base, fragment.exit + base
 
     def _marks(self) -> tuple[int, int, int, int, int]:
         return self.n_states, len(self._eps), len(self._edges), len(self._edge_blocks), len(self._eps_blocks)
