@@ -170,9 +170,7 @@ class RegularGrammar(CompiledGrammar):
         self.dfa = dfa
         self.trans_flat = np.ascontiguousarray(dfa.trans.reshape(-1))
         self.accepting = dfa.accepting
-        out_degree = np.count_nonzero(dfa.trans >= 0, axis=1)
-        only_byte = np.argmax(dfa.trans >= 0, axis=1)
-        self._forced_bytes_of = np.where((out_degree == 1) & ~dfa.accepting, only_byte, -1).tolist()
+        self._forced_bytes_of: list[int] | None = None  # see _forced_byte
         self._accepting_list = dfa.accepting.tolist()
         self._all_live = np.ones(dfa.n_states, np.int8)  # a trimmed DFA: every state can still finish
         self._slice_memo = token_index.new_slice_memo(dfa.n_states)
@@ -201,6 +199,10 @@ class RegularGrammar(CompiledGrammar):
         return words
 
     def _forced_byte(self, state: int) -> int:
+        if self._forced_bytes_of is None:  # first jump-forward: every state's at once (compiles stay cheap)
+            live = self.dfa.trans >= 0
+            only = np.where(live.sum(axis=1) == 1, np.argmax(live, axis=1), -1)
+            self._forced_bytes_of = np.where(self.dfa.accepting, -1, only).tolist()
         return self._forced_bytes_of[state]
 
     def memory_size_bytes(self) -> int:
