@@ -80,26 +80,37 @@ def tree_size(node: Node, memo: dict) -> int:
     return _size(node, {}, memo)
 
 
+_NO_REFS: Counter = Counter()  # shared by every subterm without references: never mutated
+
+
 def _occurrences(node: Node, memo: dict) -> Counter:
-    """Rule references in the tree expansion of ``node``, with multiplicity."""
+    """Rule references in the tree expansion of ``node``, with multiplicity
+    (a Counter shared with other subterms: do not mutate it)."""
     hit = memo.get(node)
     if hit is not None:
         return hit
-    out: Counter = Counter()
     if isinstance(node, ir.RuleRef):
-        out[node.name] = 1
-    elif isinstance(node, (ir.Seq, ir.Alt, ir.Intersect)):
-        for i in node.items:
-            out.update(_occurrences(i, memo))
-    elif isinstance(node, ir.Repeat):
-        copies = max(node.hi if node.hi is not None else node.lo + 1, 1)
-        for k, v in _occurrences(node.item, memo).items():
-            out[k] = v * copies
-    elif isinstance(node, ir.Subsets):
-        for i in node.items:
-            out.update(_occurrences(i, memo))
-        for k, v in _occurrences(node.sep, memo).items():
-            out[k] += v * (len(node.items) - 1)
+        out = Counter({node.name: 1})
+    elif isinstance(node, (ir.Seq, ir.Alt, ir.Intersect, ir.Repeat, ir.Subsets)):
+        if isinstance(node, ir.Repeat):
+            parts = [(_occurrences(node.item, memo), max(node.hi if node.hi is not None else node.lo + 1, 1))]
+        elif isinstance(node, ir.Subsets):
+            parts = [(_occurrences(i, memo), 1) for i in node.items]
+            parts.append((_occurrences(node.sep, memo), len(node.items) - 1))
+        else:
+            parts = [(_occurrences(i, memo), 1) for i in node.items]
+        parts = [(c, m) for c, m in parts if c]
+        if not parts:
+            out = _NO_REFS
+        elif len(parts) == 1 and parts[0][1] == 1:
+            out = parts[0][0]
+        else:
+            out = Counter()
+            for c, m in parts:
+                for k, v in c.items():
+                    out[k] += v * m
+    else:
+        out = _NO_REFS
     memo[node] = out
     return out
 

@@ -5,6 +5,7 @@ with their keywords. ``c`` is the running compiler
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from decimal import Decimal
@@ -161,12 +162,8 @@ def _content_constraints(c, schema: dict, ptr: str) -> list:
 def format_content(c, fmt, ptr: str) -> Node | None:
     """The string content of a ``format`` (None: not asserted, see the module
     docstring of :mod:`.json_schema`)."""
-    builder = FORMATS.get(fmt) if isinstance(fmt, str) else None
-    if builder is not None:
-        hit = c._pattern_memo.get(("format", fmt))
-        if hit is None:
-            hit = c._pattern_memo[("format", fmt)] = json_encode_regex(builder(), c._pattern_memo)
-        return hit
+    if isinstance(fmt, str) and fmt in FORMATS:
+        return _format_content(fmt)
     if c.strict:
         raise SchemaError(f"format {fmt!r} is not supported (supported: {', '.join(FORMATS)}); "
                           "pass strict_mode=False to ignore it", pointer=ptr)
@@ -175,29 +172,42 @@ def format_content(c, fmt, ptr: str) -> Node | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)  # one entry per supported format
+def _format_content(fmt: str) -> Node:
+    return json_encode_regex(FORMATS[fmt](), {})
+
+
 def parse_pattern(pattern, ptr: str) -> Node:
     """A ``pattern`` as code-point regex IR (unanchored search)."""
     if not isinstance(pattern, str):
         raise SchemaError("pattern must be a string", pointer=ptr)
     from leapgen.errors import RegexError
-    from leapgen.grammar.regex import parse_regex
     try:
-        return parse_regex(pattern, search=True)
+        return _parse_pattern(pattern)
     except RegexError as exc:
         raise SchemaError(f"pattern {pattern!r} is not supported: {exc}", pointer=ptr) from exc
 
 
 def compile_pattern(c, pattern, ptr: str) -> Node:
     """A ``pattern`` (unanchored ECMAScript search) as JSON string content."""
-    hit = c._pattern_memo.get(("pattern", pattern)) if isinstance(pattern, str) else None
-    if hit is not None:
-        return hit
-    node = parse_pattern(pattern, ptr)
+    parse_pattern(pattern, ptr)  # malformed: SchemaError at ptr
     try:
-        out = json_encode_regex(node, c._pattern_memo)
+        return _pattern_content(pattern)
     except PatternEncodeError as exc:
         raise SchemaError(f"pattern {pattern!r}: {exc}", pointer=ptr) from exc
-    c._pattern_memo[("pattern", pattern)] = out
-    return out
+
+
+# Patterns recur across schemas (and within one): parsed and JSON-encoded once per process (bounded;
+# an error is raised again each time, not kept).
+@functools.lru_cache(maxsize=1024)
+def _parse_pattern(pattern: str) -> Node:
+    from leapgen.grammar.regex import parse_regex
+
+    return parse_regex(pattern, search=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern_content(pattern: str) -> Node:
+    return json_encode_regex(_parse_pattern(pattern), {})
 
 # -- containers ----------------------------------------------------------

@@ -334,7 +334,6 @@ class _Compiler(Applicators):
         self.forced_rules: set[str] = set()  # rules kept even when inlining them would be cheap
         self._in_product = 0  # > 0 while compiling an operand of an intersection (no recursive rules there)
         self._any_memo: dict = {}
-        self._pattern_memo: dict = {}
         self._normal: dict = {}  # id(schema) -> normalized schema
         self._size_memo: dict = {}
         self._rule_names: dict = {}  # rule body -> its name (see rule())
