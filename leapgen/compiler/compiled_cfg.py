@@ -191,9 +191,10 @@ class ContextFreeGrammar(CompiledGrammar):
         """The frames' sorts joined (pure): the certain tokens (read-only), and what to
         check on the real stacks: ``(candidates, walk)`` pairs for :meth:`TokenIndex.pushdown_walk`.
 
-        Each frame's uncertain tokens are walked over :attr:`FrameSort.walk`. Near the stack
-        depth bound, a frame's certain tokens are checked too, with all the candidates, over
-        the vocabulary's trie (their positions found once here).
+        One frame's uncertain tokens are walked over its :attr:`FrameSort.walk`; several
+        frames' together, over a trie of their own built here (one kernel call a check, not
+        one a frame). Near the stack depth bound, a frame's certain tokens are checked too,
+        with all the candidates, over the vocabulary's trie (their positions found once here).
         """
         sorts = [(self.frame_tokens(rule, state), near_limit) for rule, state, near_limit in tops]
         if len(sorts) == 1 and not sorts[0][1]:
@@ -204,8 +205,7 @@ class ContextFreeGrammar(CompiledGrammar):
             if not near_limit:
                 certain |= f.certain
         certain.flags.writeable = False
-        if not any(near for _, near in sorts):
-            return certain, tuple((f.uncertain, f.walk) for f, _ in sorts if f.has_uncertain)
+        near = any(near_limit for _, near_limit in sorts)
         candidates = self.token_index.empty_words()
         for f, near_limit in sorts:
             candidates |= f.uncertain
@@ -215,7 +215,9 @@ class ContextFreeGrammar(CompiledGrammar):
         if not candidates.any():
             return certain, ()
         candidates.flags.writeable = False
-        return certain, ((candidates, self.token_index.candidate_walk(candidates, own_trie=False)),)
+        # one walk of the frames' candidates together (the kernel walks them from the whole configuration
+        # either way): over their own trie, built once for these frames, unless near the depth bound
+        return certain, ((candidates, self.token_index.candidate_walk(candidates, own_trie=not near)),)
 
     def _check_uncertain(self, state: Config, checks: tuple, tops: frozenset) -> np.ndarray:
         """The candidate tokens that the configuration ``state`` accepts.
