@@ -309,8 +309,14 @@ _COPIED = frozenset({ir.Seq, ir.Alt, ir.Repeat, ir.Subsets})
 
 @functools.lru_cache(maxsize=1024)
 def charset_fragment(ranges: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, int]:
-    """The NFA fragment of a set of Unicode scalar ranges (cached: JSON string
-    characters recur in every string).
+    """The NFA fragment of a set of Unicode scalar ranges: its minimal DFA
+    (cached: JSON string characters recur in every string).
+
+    The UTF-8 byte sequences of the ranges, one path each, end in states that
+    accept the same continuations (two continuation bytes after ``E1``-``EC``
+    as after ``EE``-``EF``); merged here, once, they no longer make the subset
+    construction of every grammar holding the set build twice the states that
+    its minimization then merges.
 
     Parameters
     ----------
@@ -324,22 +330,34 @@ def charset_fragment(ranges: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, i
         states, 0 the entry, 1 the exit, the others inner states.
     n_states : int
     """
-    edges = []
-    n_states = 2
+    from leapgen.automata.dfa import minimize_table
+    from leapgen.automata.subset import determinize_classes
+
+    paths = Nfa(1 << 20, None)
+    entry, exit_ = paths.new_state(), paths.new_state()
     for lo, hi in ranges:
         for seq in utf8_sequences(lo, hi):
-            cur = 0
+            cur = entry
             for i, (blo, bhi) in enumerate(seq):
-                if i == len(seq) - 1:
-                    nxt = 1
-                else:
-                    nxt = n_states
-                    n_states += 1
-                edges.append((cur, blo, bhi, nxt))
+                nxt = exit_ if i == len(seq) - 1 else paths.new_state()
+                paths.add_edge(cur, blo, bhi, nxt)
                 cur = nxt
-    out = np.array(edges, np.int32).reshape(-1, 4)
+    table, accepting, starts, byte_class = determinize_classes(paths, [entry], exit_, 1 << 20)
+    dfa = minimize_table(table, accepting, starts[0], byte_class)
+    if dfa.n_states == 0:  # no scalar value at all: an entry with no way to the exit
+        none = np.zeros((0, 4), np.int32)
+        none.flags.writeable = False
+        return none, 2
+    # one character: the accepting state of the minimal DFA is the only one, with no way out
+    final = int(np.flatnonzero(dfa.accepting)[0])
+    order = [dfa.start, final] + [q for q in range(dfa.n_states) if q not in (dfa.start, final)]
+    renumber = np.empty(dfa.n_states, np.int32)
+    renumber[order] = np.arange(dfa.n_states, dtype=np.int32)
+    out = table_ranges(dfa.trans)
+    out[:, 0] = renumber[out[:, 0]]
+    out[:, 3] = renumber[out[:, 3]]
     out.flags.writeable = False
-    return out, n_states
+    return out, dfa.n_states
 
 
 def table_ranges(trans: np.ndarray, base: int = 0) -> np.ndarray:
