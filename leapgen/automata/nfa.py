@@ -218,6 +218,12 @@ class Nfa:
             return self._repeat(node)
         if isinstance(node, ir.Subsets):
             return self._subsets(node)
+        if isinstance(node, ir.Join):
+            s, e = self.build(node.item)  # one copy of the item: after a separator, back to its entry
+            s2, e2 = self.build(node.sep)
+            self.add_eps(e, s2)
+            self.add_eps(e2, s)
+            return s, e
         if isinstance(node, (ir.Intersect, ir.Diff)):
             return self.embed(self._compile_dfa(node))
         if isinstance(node, ir.RuleRef):
@@ -304,7 +310,7 @@ class Nfa:
 
 
 # Composite nodes whose second build is a copy of the first (leaves are as cheap to rebuild).
-_COPIED = frozenset({ir.Seq, ir.Alt, ir.Repeat, ir.Subsets})
+_COPIED = frozenset({ir.Seq, ir.Alt, ir.Repeat, ir.Subsets, ir.Join})
 
 
 @functools.lru_cache(maxsize=1024)

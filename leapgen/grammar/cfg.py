@@ -85,6 +85,8 @@ def _inliner(rules: dict, kept: set):
             out = ir.repeat(inline(node.item), node.lo, node.hi)
         elif isinstance(node, ir.Subsets):
             out = ir.subsets([inline(i) for i in node.items], inline(node.sep))
+        elif isinstance(node, ir.Join):
+            out = ir.join(inline(node.item), inline(node.sep))
         elif isinstance(node, ir.Diff):
             out = ir.diff(inline(node.left), inline(node.right))
         else:

@@ -14,6 +14,9 @@ Nodes
 ``Seq(items)``             concatenation.
 ``Alt(items)``             union (``Alt(())`` is the empty language).
 ``Repeat(item, lo, hi)``   ``item{lo,hi}``; ``hi=None`` means unbounded.
+``Join(item, sep)``        ``item (sep item)*``: a list of any length >= 1
+                           (array items, a map's members); automata hold one
+                           copy of ``item``, entered again after each ``sep``.
 ``Subsets(items, sep)``    a non-empty ordered subset of ``items``, joined by
                            ``sep`` (the optional members of a JSON object);
                            automata share each item between the subsets
@@ -94,6 +97,14 @@ class Repeat(Node):
     item: Node
     lo: int
     hi: int | None
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
+
+
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
+class Join(Node):
+    item: Node
+    sep: Node
     _h: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
@@ -278,6 +289,15 @@ def plus(item: Node) -> Node:
     return repeat(item, 1, None)
 
 
+def join(item: Node, sep: Node) -> Node:
+    """``item (sep item)*``: one or more ``item`` separated by ``sep``."""
+    if item == NOTHING:
+        return NOTHING
+    if sep == NOTHING:
+        return item
+    return Join(item, sep)
+
+
 def subsets(items, sep: Node) -> Node:
     """A non-empty ordered subset of ``items`` (a subsequence, order kept),
     consecutive chosen items joined by ``sep``; items that match nothing are
@@ -320,6 +340,8 @@ def children(node: Node) -> tuple[Node, ...]:
         return (node.item,)
     if isinstance(node, Subsets):
         return (*node.items, node.sep)
+    if isinstance(node, Join):
+        return (node.item, node.sep)
     if isinstance(node, Diff):
         return (node.left, node.right)
     return ()

@@ -104,6 +104,8 @@ def _array(c, schema: dict, ptr: str, depth: int) -> Node:
     for i in range(k - 1, 0, -1):  # what follows once i items are written
         step = ir.seq(comma, elems[i], tail)
         tail = ir.alt(ir.EMPTY, step) if i >= lo else step
+    if not k and cap is None and lo <= 1:  # rest (comma rest)*: one copy of the item in the automaton
+        return container(c.layout, "[]", depth, ir.join(rest, comma), ir.EMPTY, empty_ok=lo == 0)
     first = elems[0] if k else rest
     return container(c.layout, "[]", depth, first, tail, empty_ok=lo == 0)
 

@@ -120,12 +120,12 @@ def ipv4() -> Node:
 def email() -> Node:
     atext = _cls("!#$%&'*+/=?^_`{|}~-", [("a", "z"), ("A", "Z"), ("0", "9")])
     atom = ir.plus(atext)
-    dot_atom = ir.seq(atom, ir.star(ir.seq(ir.lit("."), atom)))
+    dot_atom = ir.join(atom, ir.lit("."))
     qtext = ir.byteset([(32, 33), (35, 91), (93, 126)])
     quoted_pair = ir.seq(ir.lit("\\"), ir.byteset([(32, 126)]))
     local = ir.alt(dot_atom, ir.seq(ir.lit('"'), ir.star(ir.alt(qtext, quoted_pair)), ir.lit('"')))
     label = ir.seq(ALNUM, ir.opt(ir.seq(ir.star(ir.alt(ALNUM, ir.lit("-"))), ALNUM)))
-    domain = ir.alt(ir.seq(label, ir.star(ir.seq(ir.lit("."), label))),
+    domain = ir.alt(ir.join(label, ir.lit(".")),
                     ir.seq(ir.lit("["), ir.alt(ipv4(), ir.seq(ir.lit("IPv6:"), _ipv6())), ir.lit("]")))
     return ir.seq(local, ir.lit("@"), domain)
 
@@ -265,7 +265,7 @@ def uri_template() -> Node:
     modifier = ir.opt(ir.alt(ir.seq(ir.lit(":"), _cls(ranges=[("1", "9")]), ir.repeat(DIGIT, 0, 3)), ir.lit("*")))
     varspec = ir.seq(varname, modifier)
     operator = ir.opt(_cls("+#./;?&=,!@|"))
-    expression = ir.seq(ir.lit("{"), operator, varspec, ir.star(ir.seq(ir.lit(","), varspec)), ir.lit("}"))
+    expression = ir.seq(ir.lit("{"), operator, ir.join(varspec, ir.lit(",")), ir.lit("}"))
     return ir.star(ir.alt(literal, pct, expression))
 
 

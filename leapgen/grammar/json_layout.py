@@ -167,9 +167,9 @@ def any_value(layout: Layout, depth: int, levels: int = ANY_VALUE_DEPTH, memo: d
     else:
         inner = any_value(layout, depth + 1, levels - 1, memo)
         comma = layout.comma(depth)
-        arr = container(layout, "[]", depth, inner, ir.star(ir.seq(comma, inner)), empty_ok=True)
+        arr = container(layout, "[]", depth, ir.join(inner, comma), ir.EMPTY, empty_ok=True)
         member = ir.seq(quoted(string_content()), layout.colon(), inner)
-        obj = container(layout, "{}", depth, member, ir.star(ir.seq(comma, member)), empty_ok=True)
+        obj = container(layout, "{}", depth, ir.join(member, comma), ir.EMPTY, empty_ok=True)
         out = ir.alt(*scalars, arr, obj)
     memo[key] = out
     return out
@@ -181,7 +181,7 @@ def any_value_rule(layout: Layout, name: str) -> Node:
     inner = ir.RuleRef(name)
     comma = layout.comma(0)
     scalars = [quoted(string_content()), number_node(), ir.lit("true"), ir.lit("false"), ir.lit("null")]
-    arr = container(layout, "[]", 0, inner, ir.star(ir.seq(comma, inner)), empty_ok=True)
+    arr = container(layout, "[]", 0, ir.join(inner, comma), ir.EMPTY, empty_ok=True)
     member = ir.seq(quoted(string_content()), layout.colon(), inner)
-    obj = container(layout, "{}", 0, member, ir.star(ir.seq(comma, member)), empty_ok=True)
+    obj = container(layout, "{}", 0, ir.join(member, comma), ir.EMPTY, empty_ok=True)
     return ir.alt(*scalars, arr, obj)

@@ -37,6 +37,8 @@ def nullable(node: Node, memo: dict | None = None) -> bool:
         out = any(nullable(i, memo) for i in node.items)
     elif isinstance(node, ir.Repeat):
         out = node.lo == 0 or nullable(node.item, memo)
+    elif isinstance(node, ir.Join):
+        out = nullable(node.item, memo)
     elif isinstance(node, ir.Intersect):
         out = all(nullable(i, memo) for i in node.items)
     elif isinstance(node, ir.Diff):
@@ -84,6 +86,8 @@ def derive(node: Node, cp: int, memo: dict) -> Node:
             lo = 0 if nullable(node.item, memo.setdefault("nullable", {})) else max(node.lo - 1, 0)
             rest = ir.repeat(node.item, lo, None if node.hi is None else node.hi - 1)
             out = ir.seq(derive(node.item, cp, memo), rest)
+    elif isinstance(node, ir.Join):
+        out = derive(ir.seq(node.item, ir.star(ir.seq(node.sep, node.item))), cp, memo)
     elif isinstance(node, ir.Intersect):
         out = ir.intersect(*(derive(i, cp, memo) for i in node.items))
     elif isinstance(node, ir.Diff):
@@ -129,6 +133,8 @@ def _boundaries(node: Node, out: set, seen: set) -> None:
             stack.extend(n.items)
         elif isinstance(n, ir.Repeat):
             stack.append(n.item)
+        elif isinstance(n, ir.Join):
+            stack.extend((n.item, n.sep))
         elif isinstance(n, ir.Diff):
             stack.extend((n.left, n.right))
 

@@ -253,6 +253,8 @@ def _free_object(layout: Layout, depth: int, members: list, extra: Node | None, 
             firsts.append(extra)
         if not firsts:
             return layout.empty("{}") if empty_ok else ir.NOTHING
+        if not nodes:  # a map: extra members only
+            return container(layout, "{}", depth, ir.join(extra, comma), ir.EMPTY, empty_ok=empty_ok)
         body = ir.seq(ir.alt(*firsts), extra_tail)
         return container(layout, "{}", depth, body, ir.EMPTY, empty_ok=empty_ok)
     prefix = [n for n, _ in members[:first_req]]
@@ -325,6 +327,8 @@ def ir_size(node: Node, memo: dict, cap: int = 10**7) -> int:
         out = 1 + ir_size(node.item, memo, cap) * max(node.hi if node.hi is not None else node.lo + 1, 1)
     elif isinstance(node, ir.Subsets):
         out = 1 + sum(ir_size(i, memo, cap) for i in node.items) + ir_size(node.sep, memo, cap) * (len(node.items) - 1)
+    elif isinstance(node, ir.Join):
+        out = 1 + ir_size(node.item, memo, cap) + ir_size(node.sep, memo, cap)
     elif isinstance(node, ir.Diff):
         out = 1 + ir_size(node.left, memo, cap) + ir_size(node.right, memo, cap)
     else:

@@ -46,6 +46,8 @@ def _size(node: Node, ref_size: dict, memo: dict) -> int:
     elif isinstance(node, ir.Subsets):
         out = (1 + sum(_size(i, ref_size, memo) for i in node.items)
                + _size(node.sep, ref_size, memo) * (len(node.items) - 1))
+    elif isinstance(node, ir.Join):
+        out = 1 + _size(node.item, ref_size, memo) + _size(node.sep, ref_size, memo)
     elif isinstance(node, ir.Diff):
         out = 1 + _size(node.left, ref_size, memo) + _size(node.right, ref_size, memo)
     elif isinstance(node, ir.Bytes):
@@ -91,12 +93,14 @@ def _occurrences(node: Node, memo: dict) -> Counter:
         return hit
     if isinstance(node, ir.RuleRef):
         out = Counter({node.name: 1})
-    elif isinstance(node, (ir.Seq, ir.Alt, ir.Intersect, ir.Repeat, ir.Subsets)):
+    elif isinstance(node, (ir.Seq, ir.Alt, ir.Intersect, ir.Repeat, ir.Subsets, ir.Join)):
         if isinstance(node, ir.Repeat):
             parts = [(_occurrences(node.item, memo), max(node.hi if node.hi is not None else node.lo + 1, 1))]
         elif isinstance(node, ir.Subsets):
             parts = [(_occurrences(i, memo), 1) for i in node.items]
             parts.append((_occurrences(node.sep, memo), len(node.items) - 1))
+        elif isinstance(node, ir.Join):  # one copy of each in the automaton: the loop is not unrolled
+            parts = [(_occurrences(node.item, memo), 1), (_occurrences(node.sep, memo), 1)]
         else:
             parts = [(_occurrences(i, memo), 1) for i in node.items]
         parts = [(c, m) for c, m in parts if c]

@@ -202,6 +202,8 @@ def json_encode_regex(node: Node, memo: dict | None = None) -> Node:
         out = ir.intersect(*(json_encode_regex(i, memo) for i in node.items))
     elif isinstance(node, ir.Repeat):
         out = ir.repeat(json_encode_regex(node.item, memo), node.lo, node.hi)
+    elif isinstance(node, ir.Join):
+        out = ir.join(json_encode_regex(node.item, memo), json_encode_regex(node.sep, memo))
     elif isinstance(node, ir.Diff):
         out = ir.diff(json_encode_regex(node.left, memo), json_encode_regex(node.right, memo))
     else:

@@ -1,4 +1,4 @@
-"""ir.Subsets: non-empty ordered subsets joined by a separator (a JSON object's optional members)."""
+"""List nodes of the IR: ir.Subsets (a JSON object's optional members) and ir.Join (array items)."""
 
 from __future__ import annotations
 
@@ -64,3 +64,51 @@ def test_subsets_inside_a_recursive_rule():
     body = grammar.rules["v"]
     assert any(isinstance(n, ir.Subsets) for n in ir.iter_nodes(body))
     assert ir.RuleRef("n") not in set(ir.iter_nodes(body))  # the non-recursive rule was inlined
+
+
+def test_join_accepts_items_separated_by_the_separator():
+    dfa = compile_dfa(ir.join(ir.alt(ir.lit("a"), ir.lit("bb")), ir.lit(",")))
+    want = set()
+    for n in range(1, 6):  # every list spelled in at most 8 bytes
+        for chosen in itertools.product(["a", "bb"], repeat=n):
+            want.add(",".join(chosen).encode())
+    for n in range(0, 9):
+        for chars in itertools.product(b"ab,", repeat=n):
+            text = bytes(chars)
+            assert dfa.matches(text) == (text in want), text
+
+
+def test_join_helper_and_its_automaton_size():
+    a = ir.lit("a")
+    assert ir.join(ir.NOTHING, ir.lit(",")) == ir.NOTHING
+    assert ir.join(a, ir.NOTHING) == a
+    assert ir.children(ir.join(a, ir.lit(","))) == (a, ir.lit(","))
+    item = ir.seq(ir.lit('"'), ir.star(ir.charset([(0x20, 0x10FFFF)])), ir.lit('"'))
+    joined = compile_dfa(ir.join(item, ir.lit(",")))
+    unrolled = compile_dfa(ir.seq(item, ir.star(ir.seq(ir.lit(","), item))))
+    assert joined.n_states == unrolled.n_states  # the same minimal DFA
+    assert all(joined.matches(t) == unrolled.matches(t) for t in [b'"x"', b'"x","y"', b'"x",', b'', b'"\xc3\xa9"'])
+
+
+def test_join_in_patterns_and_compile_time_matching():
+    from leapgen.grammar.json_match import matches, nullable
+    from leapgen.grammar.json_strings import json_encode_regex
+
+    node = ir.join(ir.plus(ir.charset([(ord("a"), ord("z"))])), ir.lit("."))  # as in the email format
+    assert matches(node, "ab.c") and not matches(node, "ab.") and not matches(node, "")
+    assert not nullable(node) and nullable(ir.join(ir.EMPTY, ir.lit(".")))
+    assert isinstance(json_encode_regex(ir.join(ir.lit("x"), ir.lit('"'))), ir.Join)
+
+
+def test_join_of_a_rule_reference_in_a_recursive_rule():
+    # any JSON value's array: [v (, v)*] with v the rule itself
+    from leapgen import GrammarCompiler
+    from leapgen.vocab import TokenizerInfo
+
+    info = TokenizerInfo([bytes([b]) for b in range(256)], stop_token_ids=[])
+    compiled = GrammarCompiler(info).compile_json_schema({"type": "array", "items": {"$ref": "#"}})
+    from leapgen import GrammarMatcher
+
+    for text, ok in [("[[],[[]]]", True), ("[[],]", False)]:
+        m = GrammarMatcher(compiled)
+        assert m.accept_string(text) == ok and (not ok or m.is_completed())
