@@ -33,6 +33,7 @@ flatten and simplify, so structurally equal languages mostly get equal terms.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 MAX_UNICODE = 0x10FFFF
@@ -51,7 +52,7 @@ class Node:
     def __hash__(self) -> int:
         h = self._h
         if h == -1:
-            h = hash((type(self).__name__, *(getattr(self, f) for f in self.__match_args__)))
+            h = hash((type(self).__name__, self._fields(self)))
             h = -2 if h == -1 else h
             object.__setattr__(self, "_h", h)
         return h
@@ -138,6 +139,10 @@ class RuleRef(Node):
     _h: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
+
+for _cls in Node.__subclasses__():  # the fields hashed, read in one C call
+    _cls._fields = operator.attrgetter(*_cls.__match_args__)
+del _cls
 
 EMPTY = Bytes(b"")
 """The language holding only the empty string."""
