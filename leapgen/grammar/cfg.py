@@ -65,11 +65,16 @@ def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:
     return out
 
 
+_LEAVES = frozenset({ir.Bytes, ir.ByteSet, ir.CharSet})
+
+
 def _inliner(rules: dict, kept: set):
     """A memoized function: IR with every reference to a rule not in ``kept`` replaced by its body."""
     memo: dict[ir.Node, ir.Node] = {}
 
     def inline(node: ir.Node) -> ir.Node:
+        if type(node) in _LEAVES:  # before the memo: hashing a leaf costs more than returning it
+            return node
         got = memo.get(node)
         if got is not None:
             return got

@@ -33,12 +33,17 @@ CAP = 10**9
 
 def _size(node: Node, ref_size: dict, memo: dict) -> int:
     """Tree-expanded size of ``node``, a rule reference costing ``ref_size[name]``."""
+    kind = type(node)
+    if kind is ir.Bytes:  # leaves first, without the memo (a first hash costs more than their size)
+        return max(len(node.data), 1)
+    if kind is ir.ByteSet or kind is ir.CharSet:
+        return 2
+    if kind is ir.RuleRef:
+        return ref_size.get(node.name, 1)
     hit = memo.get(node)
     if hit is not None:
         return hit
-    if isinstance(node, ir.RuleRef):
-        out = ref_size.get(node.name, 1)
-    elif isinstance(node, (ir.Seq, ir.Alt, ir.Intersect)):
+    if isinstance(node, (ir.Seq, ir.Alt, ir.Intersect)):
         out = 1 + sum(_size(i, ref_size, memo) for i in node.items)
     elif isinstance(node, ir.Repeat):
         copies = node.hi if node.hi is not None else node.lo + 1
@@ -50,8 +55,6 @@ def _size(node: Node, ref_size: dict, memo: dict) -> int:
         out = 1 + _size(node.item, ref_size, memo) + _size(node.sep, ref_size, memo)
     elif isinstance(node, ir.Diff):
         out = 1 + _size(node.left, ref_size, memo) + _size(node.right, ref_size, memo)
-    elif isinstance(node, ir.Bytes):
-        out = max(len(node.data), 1)
     else:
         out = 2
     out = min(out, CAP)
