@@ -214,10 +214,11 @@ class ContextFreeGrammar(CompiledGrammar):
         candidates &= ~certain
         if not candidates.any():
             return certain, ()
-        candidates.flags.writeable = False
         # one walk of the frames' candidates together (the kernel walks them from the whole configuration
         # either way): over their own trie, built once for these frames, unless near the depth bound
-        return certain, ((candidates, self.token_index.candidate_walk(candidates, own_trie=not near)),)
+        walk = self.token_index.candidate_walk(candidates, own_trie=not near)
+        candidates.flags.writeable = False  # after the trie kernel: a read-only array is another numba signature
+        return certain, ((candidates, walk),)
 
     def _check_uncertain(self, state: Config, checks: tuple, tops: frozenset) -> np.ndarray:
         """The candidate tokens that the configuration ``state`` accepts.
