@@ -182,10 +182,7 @@ class ContextFreeGrammar(CompiledGrammar):
                 self._tops.clear()
             got = self._tops[tops] = self._sort_tops(tops)
         certain, checks = got
-        certain = certain.copy()
-        if checks:
-            certain |= self._check_uncertain(state, checks, tops)
-        return certain
+        return self._check_uncertain(state, checks, tops, certain) if checks else certain.copy()
 
     def _sort_tops(self, tops: frozenset) -> tuple[np.ndarray, tuple]:
         """The frames' sorts joined (pure): the certain tokens (read-only), and what to
@@ -220,10 +217,11 @@ class ContextFreeGrammar(CompiledGrammar):
         candidates.flags.writeable = False  # after the trie kernel: a read-only array is another numba signature
         return certain, ((candidates, walk),)
 
-    def _check_uncertain(self, state: Config, checks: tuple, tops: frozenset) -> np.ndarray:
-        """The candidate tokens that the configuration ``state`` accepts.
+    def _check_uncertain(self, state: Config, checks: tuple, tops: frozenset, certain: np.ndarray) -> np.ndarray:
+        """``certain`` (not mutated) with the candidate tokens that the configuration ``state``
+        accepts: a fresh array, the caller's to mutate.
 
-        ``checks`` (see :meth:`_sort_tops`) follow from ``tops``, the expanded
+        ``checks`` and ``certain`` (see :meth:`_sort_tops`) follow from ``tops``, the expanded
         frames' sort. The kernel's result depends only on the top frames of
         each stack that it read, so it is kept (bounded) under ``tops`` and
         those frames, and reused by configurations deeper or elsewhere in the
@@ -237,22 +235,24 @@ class ContextFreeGrammar(CompiledGrammar):
             for read in reads:
                 got = self._walks.get((tops, _stack_key(chains, read)))
                 if got is not None and deepest + got[1] <= pda.max_stack_depth:
-                    return got[0]
+                    return got[0].copy()
         stacks = pda.stack_arrays(state, MAX_KERNEL_FRAMES)
-        got, pushed, read = None, 0, 0
+        row, pushed, read = certain.copy(), 0, 0  # the kernel sets the accepted candidates' bits in it
         for candidates, walk in checks:
-            words, p, r = self.token_index.pushdown_walk(self._automaton, stacks, pda.max_stack_depth, candidates,
-                                                         walk=walk)
-            if words is None:
-                return self.token_index.lazy_token_walk(state, self.step, np.bitwise_or.reduce([c for c, _ in checks]))
-            got = words if got is None else got | words
+            walked, p, r = self.token_index.pushdown_walk(self._automaton, stacks, pda.max_stack_depth, candidates,
+                                                        walk=walk, out=row)
+            if walked is None:
+                joined = np.bitwise_or.reduce([c for c, _ in checks])
+                return certain | self.token_index.lazy_token_walk(state, self.step, joined)
             pushed, read = max(pushed, p), max(read, r)
         if len(self._walks) > MAX_CONFIG_CACHE:
             self._walks.clear()
             self._walk_reads.clear()
         self._walk_reads.setdefault(tops, set()).add(read)
-        self._walks[tops, _stack_key(_stack_chains(pda, state, read), read)] = (got, pushed)
-        return got
+        kept = row.copy()
+        kept.flags.writeable = False
+        self._walks[tops, _stack_key(_stack_chains(pda, state, read), read)] = (kept, pushed)
+        return row
 
 
 def _stack_chains(pda: Pda, config: Config, frames: int) -> list[tuple]:

@@ -321,7 +321,7 @@ class TokenIndex:
             nodes, at = nodes.copy(), at.copy()
 
     def pushdown_walk(self, automaton: tuple, stacks: tuple, max_depth: int, candidates: np.ndarray,
-                      max_work: int = 1_000_000, walk: tuple | None = None,
+                      max_work: int = 1_000_000, walk: tuple | None = None, out: np.ndarray | None = None,
                       ) -> tuple[np.ndarray | None, int, int]:
         """Which candidate tokens a pushdown configuration accepts, walked in one numba kernel.
 
@@ -340,13 +340,17 @@ class TokenIndex:
         walk : tuple, optional
             :meth:`candidate_walk` of ``candidates``, if the caller keeps it
             (else the vocabulary's trie is walked).
+        out : numpy.ndarray, optional
+            uint32 bitset to set the accepted candidates' bits in (mutated; its
+            other bits are left as they are); default a fresh zeroed one.
 
         Returns
         -------
         words : numpy.ndarray or None
-            A fresh uint32 bitset (a subset of ``candidates``), or None when
+            ``out`` (a fresh bitset: a subset of ``candidates``), or None when
             the kernel gave up (a token pops below the frames given, or the
-            work limit): use :meth:`lazy_token_walk`. None too without numba.
+            work limit; ``out`` then holds some of the accepted bits): use
+            :meth:`lazy_token_walk`. None too without numba.
         pushed, read : int
             What the result depends on (see
             :func:`~leapgen.compiler.pda_kernels.pda_walk`): the most frames
@@ -358,7 +362,8 @@ class TokenIndex:
             trie, ids, pos = self._trie, self._row_ids, self.candidate_positions(candidates)
         else:
             trie, ids, pos = walk
-        out = self.empty_words()
+        if out is None:
+            out = self.empty_words()
         status, pushed, read = pda_kernels.pda_walk(*automaton, *stacks, max_depth, max_work, pda_kernels.CHECK,
                                                     *trie, ids, pos, candidates, out, out)
         return (out if status == pda_kernels.WALK_DONE else None), pushed, read
