@@ -81,6 +81,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self._steps: dict = {}
         self._frame_tokens: dict[int, FrameSort] = {}
         self._tops: dict[frozenset, tuple] = {}  # see _sort_tops
+        self._all_sorted = False  # every frame sorted at compile time (sort_all_frames)
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
         self._walk_reads: dict[frozenset, set[int]] = {}
         self._base = pda.state_base.tolist()
@@ -169,6 +170,7 @@ class ContextFreeGrammar(CompiledGrammar):
             check_deadline("sorting the tokens of every grammar state")
             if g not in self._frame_tokens:
                 self._frame_tokens[g] = self._sort_frame(g, own_trie=True)
+        self._all_sorted = True
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
         # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:
@@ -212,8 +214,11 @@ class ContextFreeGrammar(CompiledGrammar):
         if not candidates.any():
             return certain, ()
         # one walk of the frames' candidates together (the kernel walks them from the whole configuration
-        # either way): over their own trie, built once for these frames, unless near the depth bound
-        walk = self.token_index.candidate_walk(candidates, own_trie=not near)
+        # either way): over their own trie, built once for these frames, where the grammar's frames were all
+        # sorted at compile time (a few sets of top frames, met again and again); else, as near the depth
+        # bound, over the vocabulary's trie (frames sorted at a first fill, such as the positions of a long
+        # string, make sets of top frames often met once)
+        walk = self.token_index.candidate_walk(candidates, own_trie=self._all_sorted and not near)
         candidates.flags.writeable = False  # after the trie kernel: a read-only array is another numba signature
         return certain, ((candidates, walk),)
 
