@@ -230,7 +230,9 @@ class ContextFreeGrammar(CompiledGrammar):
         frames' sort. The kernel's result depends only on the top frames of
         each stack that it read, so it is kept (bounded) under ``tops`` and
         those frames, and reused by configurations deeper or elsewhere in the
-        document whose stacks agree that far.
+        document whose stacks agree that far, unless the walk came near
+        ``max_stack_depth``: a push cut there makes the result hold for this
+        depth alone (it would mask tokens off where the stack is shallower).
         """
         pda = self.pda
         deepest = max(s.depth for s in state)
@@ -250,6 +252,8 @@ class ContextFreeGrammar(CompiledGrammar):
                 joined = np.bitwise_or.reduce([c for c, _ in checks])
                 return certain | self.token_index.lazy_token_walk(state, self.step, joined)
             pushed, read = max(pushed, p), max(read, r)
+        if deepest + pushed >= pda.max_stack_depth:  # some push may have been cut: not reusable elsewhere
+            return row
         if len(self._walks) > MAX_CONFIG_CACHE:
             self._walks.clear()
             self._walk_reads.clear()

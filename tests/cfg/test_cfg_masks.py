@@ -313,6 +313,29 @@ def test_nesting_beyond_max_stack_depth_is_masked_off(family, limit):
     assert matcher.is_completed()
 
 
+def test_masks_near_the_depth_bound_do_not_depend_on_earlier_fills():
+    """A pushdown check that met ``max_stack_depth`` (a push cut) holds at its own depth only: a row
+    reused from a deeper configuration masked ``[[`` off after ``(`` (found by an adversarial run)."""
+    from leapgen.vocab import TokenizerInfo
+
+    vocab = [bytes([b]) for b in range(256)] + [b"[[", b"],", b"[a", b"(("]
+    info = TokenizerInfo(vocab, stop_token_ids=[])
+    grammar = 'root ::= e\ne ::= t ("+" t)*\nt ::= "a" | "(" e ")" | "[" (e ("," e)*)? "]"\n'
+    for deeper in ["[[],(", "[[a],((", "[(", "[a,[", "(a+(", "[[],[", "((a))+[("]:
+        fresh = GrammarCompiler(info, max_stack_depth=6).compile_grammar(grammar)
+        shared = GrammarCompiler(info, max_stack_depth=6).compile_grammar(grammar)
+        warm = GrammarMatcher(shared)
+        assert warm.accept_string(deeper)
+        matcher_mask(warm, len(vocab))  # the shared grammar fills a row deeper in the nesting first
+        for prefix in ["(", "[", "((", "[a,", "(a+"]:
+            a, b = GrammarMatcher(fresh), GrammarMatcher(shared)
+            assert a.accept_string(prefix) and b.accept_string(prefix)
+            mask = matcher_mask(b, len(vocab))
+            assert np.array_equal(mask, matcher_mask(a, len(vocab))), (deeper, prefix)
+            oracle = Oracle(shared)
+            assert np.array_equal(mask, oracle.mask(b.state)), (deeper, prefix)
+
+
 def test_right_recursion_keeps_a_constant_depth(family):
     """A tail call pushes no frame: 10,000 items of a right-recursive list are fine."""
     compiled = compiler_for(family, max_stack_depth=64).compile_grammar(
