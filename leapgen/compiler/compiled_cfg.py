@@ -191,9 +191,10 @@ class ContextFreeGrammar(CompiledGrammar):
         check on the real stacks: ``(candidates, walk)`` pairs for :meth:`TokenIndex.pushdown_walk`.
 
         One frame's uncertain tokens are walked over its :attr:`FrameSort.walk`; several
-        frames' together, over a trie of their own built here (one kernel call a check, not
-        one a frame). Near the stack depth bound, a frame's certain tokens are checked too,
-        with all the candidates, over the vocabulary's trie (their positions found once here).
+        frames' together (one kernel call a check, not one a frame), over a trie of their own
+        built here where every frame was sorted at compile time, else over the vocabulary's.
+        Near the stack depth bound, a frame's certain tokens are checked too, with all the
+        candidates, over the vocabulary's trie (their positions found once here).
         """
         sorts = [(self.frame_tokens(rule, state), near_limit) for rule, state, near_limit in tops]
         if len(sorts) == 1 and not sorts[0][1]:

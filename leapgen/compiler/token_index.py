@@ -347,7 +347,7 @@ class TokenIndex:
         Returns
         -------
         words : numpy.ndarray or None
-            ``out`` (a fresh bitset: a subset of ``candidates``), or None when
+            ``out`` (default: a fresh bitset holding a subset of ``candidates``), or None when
             the kernel gave up (a token pops below the frames given, or the
             work limit; ``out`` then holds some of the accepted bits): use
             :meth:`lazy_token_walk`. None too without numba.
