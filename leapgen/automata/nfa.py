@@ -146,23 +146,19 @@ class Nfa:
 
     def _fragment(self, before: tuple, after: tuple, entry: int, exit_: int) -> Fragment:
         """The fragment built between the marks ``before`` and ``after``, renumbered from 0."""
-        n0, i0, j0, k0, l0 = before
-        n1, i1, j1, k1, l1 = after
-        eps = np.concatenate([np.array(self._eps[i0:i1], np.int32).reshape(-1, 2)] + self._eps_blocks[l0:l1]) - n0
-        edges = np.concatenate([np.array(self._edges[j0:j1], np.int32).reshape(-1, 4)] + self._edge_blocks[k0:k1])
+        eps, edges = self._edge_arrays(before, after)
+        n0 = before[0]
+        eps = np.concatenate([np.zeros((0, 2), np.int32), *eps]) - n0
+        edges = np.concatenate([np.zeros((0, 4), np.int32), *edges])
         edges[:, 0] -= n0
         edges[:, 3] -= n0
         eps.flags.writeable = edges.flags.writeable = False
-        return Fragment(n1 - n0, eps, edges, entry - n0, exit_ - n0)
+        return Fragment(after[0] - n0, eps, edges, entry - n0, exit_ - n0)
 
     def _paste(self, fragment: Fragment) -> tuple[int, int]:
         """A copy of a :class:`Fragment` (new states); returns its (entry, exit)."""
         base = self.new_states(fragment.n_states)
-        self._eps_blocks.append(fragment.eps + base)
-        edges = fragment.edges.copy()
-        edges[:, 0] += base
-        edges[:, 3] += base
-        self._edge_blocks.append(edges)
+        self._add_shifted([fragment.eps], [fragment.edges], base)
         return fragment.entry + base, fragment.exit + base
 
     def _marks(self) -> tuple[int, int, int, int, int]:
@@ -171,21 +167,30 @@ class Nfa:
     def _copy(self, before: tuple, after: tuple, entry: int, exit_: int) -> tuple[int, int]:
         """A fresh copy of the fragment built between the marks ``before``
         and ``after`` (its edges only join its own states)."""
-        n0, i0, j0, k0, l0 = before
-        n1, i1, j1, k1, l1 = after
-        shift = self.new_states(n1 - n0) - n0
-        if i1 > i0:
-            self._eps_blocks.append(np.array(self._eps[i0:i1], np.int32).reshape(-1, 2) + shift)
-        self._eps_blocks += [block + shift for block in self._eps_blocks[l0:l1]]
-        blocks = self._edge_blocks[k0:k1]
+        shift = self.new_states(after[0] - before[0]) - before[0]
+        self._add_shifted(*self._edge_arrays(before, after), shift)
+        return entry + shift, exit_ + shift
+
+    def _edge_arrays(self, before: tuple, after: tuple) -> tuple[list, list]:
+        """The epsilon and range edges added between two marks, as lists of int32
+        arrays ``(m, 2)`` and ``(m, 4)`` (the blocks themselves, not copies)."""
+        _, i0, j0, k0, l0 = before
+        _, i1, j1, k1, l1 = after
+        eps = [np.array(self._eps[i0:i1], np.int32).reshape(-1, 2)] if i1 > i0 else []
+        eps += self._eps_blocks[l0:l1]
+        edges = self._edge_blocks[k0:k1]
         if j1 > j0:
-            blocks.append(np.array(self._edges[j0:j1], np.int32).reshape(-1, 4))
-        for block in blocks:
+            edges.append(np.array(self._edges[j0:j1], np.int32).reshape(-1, 4))
+        return eps, edges
+
+    def _add_shifted(self, eps: list, edges: list, shift: int) -> None:
+        """Add edge arrays (as :meth:`_edge_arrays` gives them) with every state number moved by ``shift``."""
+        self._eps_blocks += [block + shift for block in eps]
+        for block in edges:
             moved = block.copy()
             moved[:, 0] += shift
             moved[:, 3] += shift
             self._edge_blocks.append(moved)
-        return entry + shift, exit_ + shift
 
     def _build(self, node: ir.Node) -> tuple[int, int]:
         if isinstance(node, ir.Bytes):

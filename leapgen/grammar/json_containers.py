@@ -90,12 +90,14 @@ def _array(c, schema: dict, ptr: str, depth: int) -> Node:
         if rest == ir.NOTHING:
             cap = k
         elif cap is None or cap > k + 1:
-            rest = c.rule(rest, items_ptr)  # written at least twice: first item, then ("," item)*
+            rest = c.rule(rest, items_ptr)  # large items: a rule candidate (copied when the count is bounded)
     if cap is not None and lo > cap:
         return ir.NOTHING
     if cap == 0:
         return c.layout.empty("[]")
     comma = c.layout.comma(depth)
+    if not k and cap is None and lo <= 1:  # rest (comma rest)*: one copy of the item in the automaton
+        return container(c.layout, "[]", depth, ir.join(rest, comma), ir.EMPTY, empty_ok=lo == 0)
     # tail: what follows once max(k, 1) items are written.
     n0 = max(k, 1)
     tail = ir.EMPTY
@@ -104,8 +106,6 @@ def _array(c, schema: dict, ptr: str, depth: int) -> Node:
     for i in range(k - 1, 0, -1):  # what follows once i items are written
         step = ir.seq(comma, elems[i], tail)
         tail = ir.alt(ir.EMPTY, step) if i >= lo else step
-    if not k and cap is None and lo <= 1:  # rest (comma rest)*: one copy of the item in the automaton
-        return container(c.layout, "[]", depth, ir.join(rest, comma), ir.EMPTY, empty_ok=lo == 0)
     first = elems[0] if k else rest
     return container(c.layout, "[]", depth, first, tail, empty_ok=lo == 0)
 
