@@ -414,7 +414,7 @@ def render(results: dict, meta: dict) -> str:
                 lines += [f"| {n} | {reason} |" for reason, n in reasons.most_common(10)]
     lines += ["", "Reading: a schema leapgen compiles with a warning never counts as a pass, even when every instance "
               "is right (the \"+ warned passes\" column). String lengths above 256 characters are counted in blocks "
-              "of 128, each a call of one pushdown rule (`leapgen/grammar/json_lengths.py`): exact, and `maxLength` "
+              "of 128, each a call of one pushdown rule (`leapgen/grammar/json/lengths.py`): exact, and `maxLength` "
               "65535 compiles in about 0.3 s, but each new block position costs a context-automaton classification "
               "on its first visit (Llama-3, masks while writing a 1,000-character string: 11 ms mean, 22 ms p90 on "
               "the first request, 5 µs once warm; a 250-character bound counted by the DFA: 1.3 ms mean cold). A long "

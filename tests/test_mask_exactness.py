@@ -104,7 +104,7 @@ SCHEMAS = [
       "required": ["kind", "ok"]},
      r'\{"kind":"event","ok":true\}'),
     ({"type": "integer", "minimum": -5, "maximum": 120},
-     r"-?0|-[1-5]|[1-9][0-9]?|1[01][0-9]|120"),  # -0 is accepted wherever 0 is (json_numbers.py)
+     r"-?0|-[1-5]|[1-9][0-9]?|1[01][0-9]|120"),  # -0 is accepted wherever 0 is (grammar/json/numbers.py)
     ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]},
      r'\{"a":' + JSON_INT + r'(?:,"b":' + JSON_STR + r")?\}"),
 ]
@@ -350,8 +350,8 @@ def test_regex_mask_exact(grammar_compiler, run_slow, family, pattern):
 @pytest.mark.parametrize("family", family_params())
 @pytest.mark.parametrize("schema, pattern", SCHEMAS, ids=[f"schema{i}" for i in range(len(SCHEMAS))])
 def test_json_schema_mask_exact(grammar_compiler, run_slow, family, schema, pattern):
-    if importlib.util.find_spec("leapgen.grammar.json_schema") is None:
-        pytest.skip("the JSON Schema front-end (leapgen/grammar/json_schema.py) is not there yet")
+    if importlib.util.find_spec("leapgen.grammar.json") is None:
+        pytest.skip("the JSON Schema front-end (leapgen/grammar/json/) is not there yet")
     compiled = grammar_compiler(family).compile_json_schema(schema, any_whitespace=False, separators=(",", ":"))
     run_grammar(compiled, family, pattern, run_slow)
 

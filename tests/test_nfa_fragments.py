@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from leapgen.automata import compile_dfa, dfa as dfa_module, nfa
-from leapgen.grammar.json_schema import json_schema_to_ir
+from leapgen.grammar.json import json_schema_to_ir
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "integer"}},
                                            "c": {"type": "string", "maxLength": 3}}}

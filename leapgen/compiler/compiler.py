@@ -143,7 +143,7 @@ class GrammarCompiler:
         """Compile a small JSON Schema once, outside the cache: the automaton kernels get loaded (numba)
         and the common character sets and sub-automata (strings, numbers) built now, in ~40 ms, not in
         the first request's compile (the same as :meth:`TokenIndex._warm_up` for the mask kernels)."""
-        from leapgen.grammar.json_schema import json_schema_to_ir
+        from leapgen.grammar.json import json_schema_to_ir
 
         for whitespace in (False, True):
             self._build("json_schema", lambda: json_schema_to_ir(_WARM_UP_SCHEMA, any_whitespace=whitespace))
@@ -198,7 +198,7 @@ class GrammarCompiler:
             JSON Schema specification's meaning (other properties allowed).
         max_whitespace : int or None
             Longest whitespace run with ``any_whitespace``; None for the
-            default (see :mod:`leapgen.grammar.json_schema`).
+            default (see :mod:`leapgen.grammar.json.schema`).
 
         Returns
         -------
@@ -212,7 +212,7 @@ class GrammarCompiler:
         CompileLimitError
             The automaton is too large.
         """
-        from leapgen.grammar.json_schema import json_schema_to_ir
+        from leapgen.grammar.json import json_schema_to_ir
 
         if isinstance(schema, (str, bytes)):
             try:

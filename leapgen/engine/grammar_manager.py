@@ -142,7 +142,7 @@ class GrammarManager:
             language are found later).
         """
         if params.json_schema is not None:
-            from leapgen.grammar.json_schema import json_schema_to_ir
+            from leapgen.grammar.json import json_schema_to_ir
 
             json_schema_to_ir(
                 _parse_schema(params.json_schema),

@@ -45,7 +45,7 @@ def test_schema_with_a_lone_surrogate_is_a_schema_error_at_its_pointer(compiler,
 
 def test_schema_surrogate_check_runs_in_the_front_end_too():
     """GrammarManager.check (the CLI's fail-fast path) calls the front-end directly."""
-    from leapgen.grammar.json_schema import json_schema_to_ir
+    from leapgen.grammar.json import json_schema_to_ir
 
     with pytest.raises(SchemaError) as e:
         json_schema_to_ir({"const": "\ud800"})

@@ -3,7 +3,7 @@
 leapgen (like xgrammar and outlines-core) writes an object's members in schema
 order: the names of ``properties``, then names only in ``required``, then the
 other members. Where several subschemas apply, their keywords are merged the
-way leapgen merges them (:mod:`leapgen.grammar.json_merge`): first the
+way leapgen merges them (:mod:`leapgen.grammar.json.merge`): first the
 conjunction (a schema's own keywords, then its ``$ref`` target, whose
 siblings are ignored when the root declares draft 4-7, then its ``allOf``
 members in order, recursively), then each alternative the instance takes, in

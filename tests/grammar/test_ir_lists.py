@@ -91,8 +91,8 @@ def test_join_helper_and_its_automaton_size():
 
 
 def test_join_in_patterns_and_compile_time_matching():
-    from leapgen.grammar.json_match import matches, nullable
-    from leapgen.grammar.json_strings import json_encode_regex
+    from leapgen.grammar.json.match import matches, nullable
+    from leapgen.grammar.json.strings import json_encode_regex
 
     node = ir.join(ir.plus(ir.charset([(ord("a"), ord("z"))])), ir.lit("."))  # as in the email format
     assert matches(node, "ab.c") and not matches(node, "ab.") and not matches(node, "")

@@ -11,7 +11,7 @@ import pytest
 
 from leapgen.errors import SchemaError
 from leapgen.grammar import ir
-from leapgen.grammar.json_schema import json_schema_to_ir
+from leapgen.grammar.json import json_schema_to_ir
 
 automata = pytest.importorskip("leapgen.automata")
 

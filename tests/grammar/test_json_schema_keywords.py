@@ -13,8 +13,8 @@ import pytest
 import leapgen
 from leapgen.errors import SchemaError
 from leapgen.grammar import ir
-from leapgen.grammar.json_match import is_empty, matches
-from leapgen.grammar.json_schema import json_schema_to_ir
+from leapgen.grammar.json import json_schema_to_ir
+from leapgen.grammar.json.match import is_empty, matches
 from leapgen.grammar.regex import parse_regex
 
 

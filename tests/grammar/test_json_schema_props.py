@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from leapgen.grammar.json_schema import json_schema_to_ir
+from leapgen.grammar.json import json_schema_to_ir
 
 automata = pytest.importorskip("leapgen.automata")
 hypothesis = pytest.importorskip("hypothesis")

@@ -15,7 +15,7 @@ keyword                     support
 ==========================  ===================================================
 ``type``                    all seven names and lists of them
 ``enum`` / ``const``        any JSON value, matched as its JSON text (see
-                            :mod:`.json_values`); members are filtered by
+                            :mod:`.values`); members are filtered by
                             sibling keywords (``maxLength`` etc.), else
                             intersected with them
 ``properties``              members in **schema order** (then names only in
@@ -32,15 +32,15 @@ keyword                     support
                             schemas; an extra key matching patterns gets their
                             schemas (overlapping patterns: every combination,
                             merged), else ``additionalProperties``
-                            (:mod:`.json_objects`)
+                            (:mod:`.objects`)
 ``propertyNames``           yes: listed names are checked, extra keys
                             intersected with the name schema
 ``min/maxProperties``       exact, by counting members (SchemaError beyond a
-                            size bound, :mod:`.json_objects`)
-``dependentRequired``,      rewritten as ``anyOf`` (:mod:`.json_logic`); the
+                            size bound, :mod:`.objects`)
+``dependentRequired``,      rewritten as ``anyOf`` (:mod:`.logic`); the
 ``dependentSchemas``        draft-07 ``dependencies`` too
 ``not``                     rewritten as the complement schema when
-                            expressible (:func:`.json_logic.negate`), else
+                            expressible (:func:`.logic.negate`), else
                             SchemaError
 ``if``/``then``/``else``    ``anyOf [allOf [if, then], allOf [not if, else]]``
 ``items``/``prefixItems``   yes (draft-07 array ``items`` + ``additionalItems``
@@ -48,40 +48,40 @@ keyword                     support
                             mode: no further items
 ``minItems``/``maxItems``   yes
 ``uniqueItems: true``       exact for items from a small finite set of
-                            scalars (:mod:`.json_unique`) or at most one
+                            scalars (:mod:`.unique`) or at most one
                             item; otherwise not enforced (a warning)
 ``minLength``/``maxLength`` yes, in code points (an escape is one character);
-                            a bound above :data:`.json_lengths.MAX_EXACT_LENGTH`
+                            a bound above :data:`.lengths.MAX_EXACT_LENGTH`
                             is counted in blocks of a rule (exact, CFG mode);
                             next to ``pattern``/``format`` or in an
                             intersection it is not enforced (a warning)
-``pattern``                 yes: ECMAScript via :func:`.regex.parse_regex`
+``pattern``                 yes: ECMAScript via :func:`..regex.parse_regex`
                             (unanchored search), re-encoded as JSON string
-                            content (:mod:`.json_strings`)
-``format``                  see :data:`.json_formats.FORMATS`; other formats:
+                            content (:mod:`.strings`)
+``format``                  see :data:`.formats.FORMATS`; other formats:
                             SchemaError with ``strict_mode=True``; otherwise
                             ignored (an annotation, as 2020-12 says), with a
                             warning for standard formats leapgen lacks
 ``minimum``/``maximum``     integers: exact ranges; numbers: exact, see
-``exclusiveMin/Maximum``    :mod:`.json_numbers` (draft-04 boolean forms too)
-``multipleOf``              see :func:`.json_numbers.multiple_of` (exact, or
+``exclusiveMin/Maximum``    :mod:`.numbers` (draft-04 boolean forms too)
+``multipleOf``              see :func:`.numbers.multiple_of` (exact, or
                             SchemaError)
 ``anyOf``                   yes (sibling keywords merged into each branch)
 ``oneOf``                   exact: ``anyOf`` when the branches are provably
                             disjoint (types, values, string patterns, a
                             required property on which the branches
                             disagree, nested alternatives:
-                            :mod:`.json_disjoint`); else each branch
+                            :mod:`.disjoint`); else each branch
                             conjoined with the complements of the branches it
-                            may overlap (:func:`.json_logic.negate`, at most 5
+                            may overlap (:func:`.logic.negate`, at most 5
                             per branch, grammar at most
                             ``MAX_EXCLUSIVE_SIZE``); else ``anyOf`` with a
                             warning
 ``allOf``                   merged into one schema when exact
-                            (:mod:`.json_merge`)
+                            (:mod:`.merge`)
 ``$ref``                    ``#/...`` JSON pointers (``~0``/``~1``,
                             percent-decoding), ``$anchor``, ``$id`` base URIs
-                            of embedded resources (:mod:`.json_refs`);
+                            of embedded resources (:mod:`.refs`);
                             recursion becomes CFG rules (SchemaError with
                             ``cfg=False``, with the indent layout, through a
                             ``$ref`` with sibling keywords, or for a bare
@@ -106,7 +106,7 @@ type; with ``strict_mode=False`` it also accepts every other type, as the spec
 says. A schema that allows any value (``{}``, ``true``, ``additionalProperties:
 true``, arrays without ``items``) is the rule ``json_value`` (any depth); with
 ``cfg=False`` or the indent layout, containers inside it nest at most
-:data:`.json_layout.ANY_VALUE_DEPTH` deep, with a warning naming the bound.
+:data:`.layout.ANY_VALUE_DEPTH` deep, with a warning naming the bound.
 
 Known gaps (all documented where they live): objects in schema order only
 (the one layout: members in ``properties`` order, then names only in
@@ -123,7 +123,7 @@ by ``max_whitespace``), or exact ``separators`` / ``indent``; properties
 always come in schema order (there is no "any order" option). Rules: every
 ``$ref`` target and large array items / property values are rules; those
 not recursive are inlined unless copies would blow the automaton up
-(:mod:`.json_rules`), in which case the result is a CFG even without
+(:mod:`.rules`), in which case the result is a CFG even without
 recursion.
 
 No whitespace is allowed before or after the whole JSON text.
@@ -136,20 +136,20 @@ import re
 
 from leapgen.errors import SchemaError
 
-from . import ir
-from .ir import Node
-from .cfg import inline_rules, rule_refs, simplify_grammar
-from .json_applicators import ANNOTATIONS, Applicators
-from .json_containers import compile_array
-from .json_formats import FORMATS, STANDARD_FORMATS
-from .json_layout import ANY_VALUE_DEPTH, Layout, any_value, any_value_rule, make_layout
-from .json_merge import (ABSENT, BLIND_ITEMS, MISSING, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS,
-                         TYPE_NAMES, VALIDATION_KEYWORDS)
-from .json_objects import compile_object
-from .json_refs import RefIndex, join_pointer
-from .json_rules import DUPLICATION_BUDGETS, expanded_size, grammar_size, kept_rules, tree_size
-from .json_scalars import compile_integer, compile_number, compile_string, exclude_values
-from .json_values import check, check_json_value, dedupe, json_equal, values_node
+from .. import ir
+from ..ir import Node
+from ..cfg import inline_rules, rule_refs, simplify_grammar
+from .applicators import ANNOTATIONS, Applicators
+from .containers import compile_array
+from .formats import FORMATS, STANDARD_FORMATS
+from .layout import ANY_VALUE_DEPTH, Layout, any_value, any_value_rule, make_layout
+from .merge import (ABSENT, BLIND_ITEMS, MISSING, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS,
+                    TYPE_NAMES, VALIDATION_KEYWORDS)
+from .objects import compile_object
+from .refs import RefIndex, join_pointer
+from .rules import DUPLICATION_BUDGETS, expanded_size, grammar_size, kept_rules, tree_size
+from .scalars import compile_integer, compile_number, compile_string, exclude_values
+from .values import check, check_json_value, dedupe, json_equal, values_node
 
 TYPE_KEYWORDS = {
     "object": ("properties", "required", "additionalProperties", "unevaluatedProperties", "patternProperties",
@@ -179,7 +179,7 @@ RULE_MIN_SIZE = 300
 expanded) become rule candidates (:meth:`_Compiler.rule`)."""
 INLINE_ALL_SIZE = DUPLICATION_BUDGETS[0]
 """Rule candidates alone (no recursion) whose whole expansion is at most this
-large are all inlined (:func:`.json_rules.kept_rules` would keep none)."""
+large are all inlined (:func:`.rules.kept_rules` would keep none)."""
 
 
 def _refuse_lone_surrogates(schema: object) -> None:
@@ -239,7 +239,7 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
         exactly: recursive ``$ref`` and any-JSON-value (unbounded nesting).
         False (or the indent layout, whose indentation depends on depth):
         recursion raises SchemaError and any-values nest at most
-        :data:`.json_layout.ANY_VALUE_DEPTH` deep (with a warning).
+        :data:`.layout.ANY_VALUE_DEPTH` deep (with a warning).
 
     Returns
     -------
@@ -365,7 +365,7 @@ class _Compiler(Applicators):
         return any_value(self.layout, depth, ANY_VALUE_DEPTH, self._any_memo)
 
     def rule(self, node: Node, name: str) -> Node:
-        """``node`` as a rule (a candidate for :func:`.json_rules.kept_rules`)
+        """``node`` as a rule (a candidate for :func:`.rules.kept_rules`)
         when it is large and rules are allowed here; else ``node``."""
         if (not self.cfg or self._in_product or isinstance(node, ir.RuleRef)
                 or tree_size(node, self._size_memo) < RULE_MIN_SIZE):

@@ -10,11 +10,11 @@ in every combination.
   name only in ``required`` gets the matching patterns' schemas, else
   ``additionalProperties``). A name rejected by ``propertyNames`` (or in
   ``$lg:absent``) cannot appear. Names are matched at compile time
-  (:mod:`.json_match`).
+  (:mod:`.match`).
 * **Extra keys.** Without ``patternProperties``/``propertyNames`` an extra key
   is any string (any spelling) that is not a listed name in any spelling, and
   its value satisfies ``additionalProperties``. With them, keys are written in
-  the canonical spelling (see :mod:`.json_strings`) and the key space is split
+  the canonical spelling (see :mod:`.strings`) and the key space is split
   into regions: for each non-empty set of pattern groups (patterns with the
   same schema form one group; at most :data:`MAX_PATTERN_GROUPS` groups), the
   keys matching exactly those groups, whose value satisfies the merged
@@ -37,13 +37,14 @@ import json
 
 from leapgen.errors import RegexError, SchemaError
 
-from . import ir
-from .ir import Node
-from .json_containers import count_arg
-from .json_layout import Layout, container
-from .json_match import Unsupported, is_empty, matches
-from .json_merge import ABSENT, MISSING, PROPS, join_pointer
-from .json_strings import json_encode_regex, quoted, spell_any, string_content
+from .. import ir
+from ..ir import Node
+from .containers import count_arg
+from .layout import Layout, container
+from .match import Unsupported, is_empty, matches
+from .merge import ABSENT, MISSING, PROPS, join_pointer
+from .scalars import compile_pattern, parse_pattern
+from .strings import json_encode_regex, quoted, spell_any, string_content
 
 MAX_PATTERN_GROUPS = 4
 MAX_COUNTED_SIZE = 60_000
@@ -116,8 +117,6 @@ class _Pattern:
     """One ``patternProperties`` entry: its regex (code points) and JSON-encoded key content."""
 
     def __init__(self, c, pattern: str, schema, ptr: str):
-        from .json_scalars import compile_pattern, parse_pattern
-
         self.pattern, self.schema, self.ptr = pattern, schema, ptr
         self.node = parse_pattern(pattern, ptr)
         self.content = compile_pattern(c, pattern, ptr)

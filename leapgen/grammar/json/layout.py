@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ir
-from .ir import Node
-from .json_numbers import number_node
-from .json_strings import quoted, string_content
+from .. import ir
+from ..ir import Node
+from .numbers import number_node
+from .strings import quoted, string_content
 
 WS_BYTES = ir.byteset([(0x20, 0x20), (0x09, 0x0A), (0x0D, 0x0D)])
 

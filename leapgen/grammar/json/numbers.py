@@ -22,11 +22,13 @@ Spellings
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from decimal import Decimal
 
-from . import ir
-from .ir import Node
+from leapgen.errors import SchemaError
+
+from .. import ir
+from ..ir import Node
+from .literal_sets import digits_range, literal_trie
 
 DIGIT = ir.byteset([(0x30, 0x39)])
 NONZERO = ir.byteset([(0x31, 0x39)])
@@ -50,42 +52,6 @@ def number_node() -> Node:
 def decimal_digit(lo: int, hi: int) -> Node:
     """One decimal digit with value in ``[lo, hi]``."""
     return ir.byteset([(0x30 + lo, 0x30 + hi)])
-
-
-def digits_range(lo: Sequence[int], hi: Sequence[int], digit: Callable[[int, int], Node], base: int) -> Node:
-    """Fixed-width digit strings whose value lies in ``[lo, hi]``.
-
-    Parameters
-    ----------
-    lo, hi : sequence of int
-        The bounds as digit lists of equal length, most significant first;
-        ``lo <= hi`` as numbers.
-    digit : callable (int, int) -> Node
-        ``digit(a, b)`` matches one digit with value in ``[a, b]``.
-    base : int
-        The radix (10 or 16).
-    """
-    n = len(lo)
-    if n == 0:
-        return ir.EMPTY
-    top = base - 1
-    if lo[0] == hi[0]:
-        return ir.seq(digit(lo[0], lo[0]), digits_range(lo[1:], hi[1:], digit, base))
-    rest_lo_zero = all(d == 0 for d in lo[1:])
-    rest_hi_top = all(d == top for d in hi[1:])
-    anyd = ir.repeat(digit(0, top), n - 1, n - 1)
-    if rest_lo_zero and rest_hi_top:
-        return ir.seq(digit(lo[0], hi[0]), anyd)
-    parts = []
-    if not rest_lo_zero:
-        parts.append(ir.seq(digit(lo[0], lo[0]), digits_range(lo[1:], [top] * (n - 1), digit, base)))
-    first = lo[0] if rest_lo_zero else lo[0] + 1
-    last = hi[0] if rest_hi_top else hi[0] - 1
-    if first <= last:
-        parts.append(ir.seq(digit(first, last), anyd))
-    if not rest_hi_top:
-        parts.append(ir.seq(digit(hi[0], hi[0]), digits_range([0] * (n - 1), hi[1:], digit, base)))
-    return ir.alt(*parts)
 
 
 def _digits(v: int) -> list[int]:
@@ -291,7 +257,6 @@ def decimal_spellings(value, *, integer: bool = False) -> Node:
 
 
 def _digit_strings(values, width: int) -> Node:
-    from .json_strings import literal_trie
     return literal_trie(format(v, f"0{width}d").encode() if width else str(v).encode() for v in values)
 
 
@@ -323,7 +288,6 @@ def int_multiples(q: int, lo: int | None = None, hi: int | None = None) -> Node 
     if lo is not None and hi is not None and (hi - lo) // q <= MAX_MULTIPLES:
         first = -(-lo // q) * q
         vals = list(range(first, hi + 1, q))
-        from .json_strings import literal_trie
         texts = [str(v).encode() for v in vals] + ([b"-0"] if 0 in vals else [])
         return literal_trie(texts)
     return None
@@ -347,8 +311,6 @@ def multiple_of(arg, *, integer: bool, lo: int | None = None, hi: int | None = N
         ``arg`` is not a positive number, or the multiples are not
         expressible as above.
     """
-    from leapgen.errors import SchemaError
-
     if isinstance(arg, bool) or not isinstance(arg, (int, float)) or not arg > 0 or arg != arg:
         raise SchemaError("multipleOf must be a positive number", pointer=ptr)
     d = (Decimal(arg) if isinstance(arg, int) else Decimal(repr(arg))).normalize()
@@ -379,6 +341,5 @@ def multiple_of(arg, *, integer: bool, lo: int | None = None, hi: int | None = N
     if (10 ** k) % p or 10 ** k // p > MAX_MULTIPLES:
         raise unsupported
     stripped = sorted({format(f, f"0{k}d").rstrip("0") for f in range(0, 10 ** k, p)} - {""})
-    from .json_strings import literal_trie
     frac = ir.alt(zeros, ir.seq(ir.lit("."), literal_trie(s.encode() for s in stripped), ir.star(ir.lit("0"))))
     return ir.seq(ir.opt(_MINUS), _UINT, ir.opt(frac))

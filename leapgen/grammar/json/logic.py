@@ -14,8 +14,8 @@
 
 The branches of each ``anyOf`` are disjoint, so ``oneOf`` semantics would be
 the same. Several of them in one schema are multiplied out by
-:func:`leapgen.grammar.json_merge.merge` (contradictory combinations are
-pruned, see :func:`.json_merge.trivially_unsat`).
+:func:`leapgen.grammar.json.merge.merge` (contradictory combinations are
+pruned, see :func:`.merge.trivially_unsat`).
 
 Negation works keyword by keyword: a schema is the conjunction of its
 keywords, so its complement is the union of each keyword's complement
@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from leapgen.errors import SchemaError
 
-from .json_merge import ABSENT, BLIND_ITEMS, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS, Patterns, join_pointer
-from .json_values import json_type
+from .merge import (ABSENT, BLIND_ITEMS, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS, Patterns,
+                    _merge_types, join_pointer, trivially_unsat)
+from .values import json_type
 
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "string")
 LOGIC_KEYWORDS = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies")
@@ -93,7 +94,7 @@ def negate(c, schema, ptr: str, depth: int = 0):
 
     Parameters
     ----------
-    c : leapgen.grammar.json_schema._Compiler
+    c : leapgen.grammar.json.schema._Compiler
         The running compiler (``$ref`` resolution, mode, type inference).
     schema : dict or bool
     ptr : str
@@ -277,7 +278,7 @@ def blind(c, schema, ptr: str, depth: int = 0):
 def _merged(c, parts: list, ptr: str):
     """The conjunction of ``parts``, merged into one schema when that is
     possible (so that contradictions show, see
-    :func:`.json_merge.trivially_unsat`), else ``allOf``."""
+    :func:`.merge.trivially_unsat`), else ``allOf``."""
     try:
         out = True
         for p in parts:
@@ -291,7 +292,6 @@ def _fitting(branches: list, types) -> list:
     """Drop the branches whose ``type`` cannot meet the parent's ``types``."""
     if types is None:
         return branches
-    from .json_merge import _merge_types, trivially_unsat
     out = []
     for b in branches:
         if isinstance(b, dict) and "type" in b:

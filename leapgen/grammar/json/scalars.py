@@ -1,6 +1,6 @@
 """Scalar types for the JSON Schema front-end: numbers, integers and strings
 with their keywords. ``c`` is the running compiler
-(:class:`leapgen.grammar.json_schema._Compiler`): mode, warnings, caches.
+(:class:`leapgen.grammar.json.schema._Compiler`): mode, warnings, caches.
 """
 
 from __future__ import annotations
@@ -10,24 +10,24 @@ import json
 import math
 from decimal import Decimal
 
-from leapgen.errors import SchemaError
+from leapgen.errors import RegexError, SchemaError
 
-from . import ir
-from .ir import Node
-from .json_containers import count_arg
-from .json_formats import FORMATS
-from .json_lengths import MAX_EXACT_LENGTH, blocked_content
-from .json_merge import NON_INTEGER, NOT_FORMATS, NOT_PATTERNS, Patterns, join_pointer
-from .json_numbers import (NO_EXPONENT, NON_INTEGER_NUMBER, decimal_spellings, int_range, multiple_of,
-                           number_range)
-from .json_strings import PatternEncodeError, json_encode_regex, quoted, spell_any, string_content
-from .json_values import json_type
+from .. import ir
+from ..ir import Node
+from ..regex import parse_regex
+from .containers import count_arg
+from .formats import FORMATS
+from .lengths import MAX_EXACT_LENGTH, blocked_content
+from .merge import NON_INTEGER, NOT_FORMATS, NOT_PATTERNS, Patterns, join_pointer
+from .numbers import NO_EXPONENT, NON_INTEGER_NUMBER, decimal_spellings, int_range, multiple_of, number_range
+from .strings import PatternEncodeError, json_encode_regex, quoted, spell_any, string_content
+from .values import json_type
 
 CANONICAL_CONTENT = ir.star(json_encode_regex(ir.ANY_CHAR))
 
 
 def compile_number(c, schema: dict, ptr: str, depth: int) -> Node:
-    """``type: number`` with its bounds (:func:`.json_numbers.number_range`),
+    """``type: number`` with its bounds (:func:`.numbers.number_range`),
     ``multipleOf`` and ``$lg:nonInteger``."""
     node = number_range(*bounds(schema, ptr))
     if "multipleOf" in schema:
@@ -104,8 +104,8 @@ def compile_string(c, schema: dict, ptr: str, depth: int) -> Node:
     """``type: string`` with ``minLength``/``maxLength``/``pattern``/``format``
     and their negations (all intersected).
 
-    A length bound above :data:`.json_lengths.MAX_EXACT_LENGTH` is exact
-    (:func:`.json_lengths.blocked_content`) when the string has no other
+    A length bound above :data:`.lengths.MAX_EXACT_LENGTH` is exact
+    (:func:`.lengths.blocked_content`) when the string has no other
     constraint and rules are allowed here; otherwise a larger ``minLength`` is
     enforced as that bound and a larger ``maxLength`` not at all (warnings).
     """
@@ -161,7 +161,7 @@ def _content_constraints(c, schema: dict, ptr: str) -> list:
 
 def format_content(c, fmt, ptr: str) -> Node | None:
     """The string content of a ``format`` (None: not asserted, see the module
-    docstring of :mod:`.json_schema`)."""
+    docstring of :mod:`.schema`)."""
     if isinstance(fmt, str) and fmt in FORMATS:
         return _format_content(fmt)
     if c.strict:
@@ -181,7 +181,6 @@ def parse_pattern(pattern, ptr: str) -> Node:
     """A ``pattern`` as code-point regex IR (unanchored search)."""
     if not isinstance(pattern, str):
         raise SchemaError("pattern must be a string", pointer=ptr)
-    from leapgen.errors import RegexError
     try:
         return _parse_pattern(pattern)
     except RegexError as exc:
@@ -201,8 +200,6 @@ def compile_pattern(c, pattern, ptr: str) -> Node:
 # an error is raised again each time, not kept).
 @functools.lru_cache(maxsize=1024)
 def _parse_pattern(pattern: str) -> Node:
-    from leapgen.grammar.regex import parse_regex
-
     return parse_regex(pattern, search=True)
 
 

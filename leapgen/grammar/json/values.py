@@ -15,10 +15,10 @@ import math
 from collections.abc import Sequence
 from decimal import Decimal
 
-from . import ir
-from .ir import Node
-from .json_layout import Layout, container
-from .json_strings import literal_trie
+from .. import ir
+from ..ir import Node
+from .layout import Layout, container
+from .literal_sets import literal_trie
 
 
 def json_type(value) -> str:
@@ -207,7 +207,7 @@ def check(schema: dict, value, ignored: frozenset) -> bool | None:
         elif key == "enum":
             if not any(json_equal(value, a) for a in arg):
                 return False
-        elif key == "$lg:notEnum":  # json_merge.NOT_ENUM
+        elif key == "$lg:notEnum":  # merge.NOT_ENUM
             if any(json_equal(value, a) for a in arg):
                 return False
     return verdict

@@ -7,17 +7,17 @@ occurs at most once", each a small automaton over the items' JSON texts; the
 product has about ``2**n`` states per position in an item's text (the set of
 values written so far), so it is built only below :data:`MAX_UNIQUE_SIZE`.
 Each value has exactly one JSON text in the items' language (enum members are
-matched as their text, :mod:`.json_values`), so comparing texts is comparing
+matched as their text, :mod:`.values`), so comparing texts is comparing
 values. Anything else is not enforced (the caller warns).
 """
 
 from __future__ import annotations
 
-from . import ir
-from .ir import Node
-from .json_disjoint import kinds
-from .json_layout import container
-from .json_values import dedupe, json_type, scalar_text, values_node
+from .. import ir
+from ..ir import Node
+from .disjoint import kinds
+from .layout import container
+from .values import dedupe, json_type, scalar_text, values_node
 
 MAX_UNIQUE_SIZE = 60_000
 """Largest ``2**n * (total length of the n values' texts)`` enforced (an upper bound on the

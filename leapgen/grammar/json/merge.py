@@ -1,5 +1,5 @@
 """Schema algebra for the JSON Schema front-end: ``allOf`` merging, the
-internal keywords (provable disjointness for ``oneOf``: :mod:`.json_disjoint`).
+internal keywords (provable disjointness for ``oneOf``: :mod:`.disjoint`).
 
 ``allOf`` (and a ``$ref`` or ``anyOf``/``oneOf`` with sibling keywords, which
 mean the same conjunction) is compiled by merging the subschemas into one
@@ -24,7 +24,7 @@ schema when that is exact:
 * ``allOf`` on both sides: concatenated; a second ``not``, ``if``, ``$ref``,
   ``oneOf`` or dependency keyword: kept as one more ``allOf`` member;
 * internal ``$lg:`` keywords (:data:`INTERNAL`, written by
-  :mod:`.json_logic`): unions (``$lg:props``: per name, the conjunction);
+  :mod:`.logic`): unions (``$lg:props``: per name, the conjunction);
 * equal values: kept; annotations and unknown keywords: the first wins.
 
 Anything else that differs raises :class:`SchemaError` naming ``allOf``.
@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import math
 
-from leapgen.errors import SchemaError
+from leapgen.errors import RegexError, SchemaError
 
-from .json_refs import escape_pointer_token, join_pointer  # noqa: F401 (join_pointer re-exported)
-from .json_values import canon_key, json_equal
+from ..regex import parse_regex
+from .match import Unsupported, matches
+from .refs import escape_pointer_token, join_pointer  # noqa: F401 (join_pointer re-exported)
+from .values import canon_key, json_equal
 
 MISSING = object()
 TYPE_NAMES = ("null", "boolean", "object", "array", "number", "string", "integer")
@@ -112,9 +114,6 @@ def _side(schema: dict, key: str, name=None, ptr: str = ""):
 
 
 def _name_matches(pattern, name: str, ptr: str) -> bool:
-    from .json_match import Unsupported, matches
-    from .regex import parse_regex
-    from leapgen.errors import RegexError
     try:
         return matches(parse_regex(pattern, search=True), name)
     except (RegexError, Unsupported, TypeError) as exc:

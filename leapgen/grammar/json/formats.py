@@ -1,7 +1,7 @@
 """String ``format`` values as byte-level IR (the text between the quotes).
 
 Every format here is ASCII text, matched in its canonical JSON spelling (see
-:mod:`.json_strings`: raw, except ``\\"`` and ``\\\\`` in a quoted email
+:mod:`.strings`: raw, except ``\\"`` and ``\\\\`` in a quoted email
 local part; spellings such as ``\\u0040`` for ``@`` are not accepted).
 
 =============  ================================================================
@@ -63,9 +63,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import ir
-from .ir import Node
-from .json_numbers import DIGIT, uint_range
+from .. import ir
+from ..ir import Node
+from .numbers import DIGIT, uint_range
 
 
 def _d2(lo: int, hi: int) -> Node:

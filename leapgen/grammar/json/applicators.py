@@ -2,16 +2,16 @@
 ``oneOf`` and the normalisation that rewrites the logic keywords.
 
 :class:`Applicators` is a mixin of the running compiler
-(:class:`leapgen.grammar.json_schema._Compiler`); it relies on the compiler's
-``refs`` (:class:`.json_refs.RefIndex`), ``compile``, ``warn``, ``keep``,
+(:class:`leapgen.grammar.json.schema._Compiler`); it relies on the compiler's
+``refs`` (:class:`.refs.RefIndex`), ``compile``, ``warn``, ``keep``,
 ``cfg``, ``rules``, ``layout`` and caches.
 
 * ``$ref`` without siblings, in CFG mode: a rule per target (the grammar layer
   inlines those that do not recurse); with siblings: merged with its target.
-* ``allOf``: the branches merged into one schema (:mod:`.json_merge`).
+* ``allOf``: the branches merged into one schema (:mod:`.merge`).
 * ``anyOf``: the union of the branches, each merged with the sibling keywords.
 * ``oneOf``: ``anyOf``, exact when the branches are provably disjoint
-  (:mod:`.json_disjoint`) or when each branch can be conjoined with the
+  (:mod:`.disjoint`) or when each branch can be conjoined with the
   complements of the branches it may overlap; else a warning
   (:meth:`Applicators.normalize`).
 """
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from leapgen.errors import SchemaError
 
-from . import ir
-from .ir import Node
-from .json_disjoint import disjoint, kinds
-from .json_logic import rewrite
-from .json_merge import VALIDATION_KEYWORDS, close_child, conj
-from .json_refs import join_pointer as _ptr
+from .. import ir
+from ..ir import Node
+from .disjoint import disjoint, kinds
+from .logic import negate, rewrite
+from .merge import VALIDATION_KEYWORDS, close_child, conj
+from .refs import join_pointer as _ptr
 
 ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "$comment", "$schema", "$id", "$anchor",
@@ -68,7 +68,7 @@ class Applicators:
 
     def normalize(self, schema, ptr: str):
         """Draft-07 array ``items`` -> ``prefixItems``; ``not``, ``if``,
-        dependencies -> ``allOf`` (:func:`.json_logic.rewrite`); ``oneOf`` ->
+        dependencies -> ``allOf`` (:func:`.logic.rewrite`); ``oneOf`` ->
         ``anyOf`` (a warning unless its branches are provably disjoint).
         Memoized per schema object."""
         if not isinstance(schema, dict):
@@ -108,13 +108,11 @@ class Applicators:
 
     def _exclusive(self, branches: list, ptr: str, rest: dict | None = None) -> list | None:
         """``oneOf`` made exact: branch ``i`` conjoined with the complement of
-        every other branch it may overlap (:func:`.json_logic.negate`; branches
-        provably disjoint from it, :func:`.json_disjoint.disjoint`, need none),
+        every other branch it may overlap (:func:`.logic.negate`; branches
+        provably disjoint from it, :func:`.disjoint.disjoint`, need none),
         each merged into one schema now; None when a complement is not
         expressible, the merge fails, or a branch may overlap more than
         ``MAX_EXCLUSIVE_BRANCHES - 1`` others."""
-        from .json_logic import negate
-
         overlaps = self._overlaps(branches, ptr, rest)
         if any(len(o) >= MAX_EXCLUSIVE_BRANCHES for o in overlaps):
             return None

@@ -15,8 +15,8 @@ Brzozowski, "Derivatives of regular expressions", JACM 11(4), 1964.
 
 from __future__ import annotations
 
-from . import ir
-from .ir import Node
+from .. import ir
+from ..ir import Node
 
 
 class Unsupported(ValueError):

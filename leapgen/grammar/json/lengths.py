@@ -20,9 +20,9 @@ warning.
 
 from __future__ import annotations
 
-from . import ir
-from .ir import Node
-from .json_strings import string_content
+from .. import ir
+from ..ir import Node
+from .strings import string_content
 
 MAX_EXACT_LENGTH = 256
 """Largest ``minLength``/``maxLength`` counted by the regular automaton alone."""
@@ -37,7 +37,7 @@ def blocked_content(c, lo: int, hi: int | None) -> Node:
 
     Parameters
     ----------
-    c : the running compiler (:class:`leapgen.grammar.json_schema._Compiler`)
+    c : the running compiler (:class:`leapgen.grammar.json.schema._Compiler`)
         Receives the block rule in ``rules`` and ``forced_rules``.
     lo, hi : int, int or None
         The bounds, ``lo <= hi``.

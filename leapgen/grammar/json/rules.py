@@ -1,7 +1,7 @@
 """Which rules of a compiled JSON Schema stay rules (the rest is inlined).
 
 The front-end makes a rule of every ``$ref`` target and of large array items
-and property values (:meth:`leapgen.grammar.json_schema._Compiler.rule`).
+and property values (:meth:`leapgen.grammar.json.schema._Compiler.rule`).
 Recursive rules must stay rules. A non-recursive rule is inlined (one regular
 language, the fast path) unless inlining would copy a large body many times:
 the automaton construction expands the IR as a tree, so a 5,000-node
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from . import ir
-from .cfg import _recursive_rules, rule_refs
-from .ir import Node
+from .. import ir
+from ..cfg import _recursive_rules, rule_refs
+from ..ir import Node
 
 TARGET_SIZE = 40_000
 """Expanded IR nodes (about NFA states) above which rules are kept."""

@@ -1,8 +1,8 @@
-"""Arrays for the JSON Schema front-end (objects: :mod:`.json_objects`).
+"""Arrays for the JSON Schema front-end (objects: :mod:`.objects`).
 
 ``prefixItems`` then ``items``, bounded by ``minItems``/``maxItems``; or, under
 ``contains``, items that match it or not, counted. ``c`` is the running compiler
-(:class:`leapgen.grammar.json_schema._Compiler`): it compiles subschemas,
+(:class:`leapgen.grammar.json.schema._Compiler`): it compiles subschemas,
 knows the layout and the mode.
 """
 
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from leapgen.errors import SchemaError
 
-from . import ir
-from .ir import Node
-from .json_layout import container
-from .json_merge import BLIND_ITEMS, MISSING, join_pointer
-from .json_unique import unique_items
+from .. import ir
+from ..ir import Node
+from .layout import container
+from .logic import negate
+from .merge import BLIND_ITEMS, MISSING, join_pointer
+from .unique import unique_items
 
 
 def count_arg(schema: dict, key: str, ptr: str) -> int | None:
@@ -41,7 +42,7 @@ def compile_array(c, schema: dict, ptr: str, depth: int) -> Node:
 def _unique(c, schema: dict, node: Node, ptr: str, depth: int) -> Node:
     """``node`` (the array without ``uniqueItems``) with its items pairwise distinct: free
     when at most one item fits, exact for items from a small finite set of scalars
-    (:func:`.json_unique.unique_items`), else unchanged with a warning."""
+    (:func:`.unique.unique_items`), else unchanged with a warning."""
     cap = count_arg(schema, "maxItems", ptr)
     if cap is not None and cap <= 1:
         return node
@@ -120,10 +121,8 @@ def _contains(c, schema: dict, items, items_ptr: str, prefix: list, lo: int, cap
     SchemaError
         With ``prefixItems``, ``unevaluatedItems``, ``maxItems`` or a
         ``minItems`` above ``max(minContains, 1)``; or when ``contains``
-        cannot be negated (:func:`.json_logic.negate`).
+        cannot be negated (:func:`.logic.negate`).
     """
-    from .json_logic import negate
-
     k = count_arg(schema, "minContains", ptr)
     k = 1 if k is None else k
     m = count_arg(schema, "maxContains", ptr)

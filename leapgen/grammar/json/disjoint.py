@@ -5,7 +5,7 @@
 :func:`disjoint` proves that two summaries share no value: no common type, no
 common ``enum``/``const`` value, string ``pattern``/value sets that cannot
 meet (the regexes' intersection is empty, decided by derivatives,
-:mod:`.json_match`), a property one requires on which the two say disjoint
+:mod:`.match`), a property one requires on which the two say disjoint
 things, or a branch whose own ``anyOf``/``oneOf`` alternatives are each
 disjoint from the other. Each test only ever looks at a superset of a
 branch's values, so "disjoint" is always a proof; "not disjoint" may be wrong
@@ -18,11 +18,11 @@ import functools
 
 from leapgen.errors import RegexError, SchemaError
 
-from . import ir
-from .json_match import Unsupported, is_empty, matches
-from .json_merge import ABSENT, MISSING, PROPS, TYPE_NAMES, Patterns, _eq, _name_matches
-from .json_values import json_type
-from .regex import parse_regex
+from .. import ir
+from .match import Unsupported, is_empty, matches
+from .merge import ABSENT, MISSING, PROPS, TYPE_NAMES, Patterns, _eq, _name_matches
+from .values import json_type
+from ..regex import parse_regex
 
 MAX_KINDS_DEPTH = 4
 """Deepest nesting (members, alternatives) :func:`disjoint` looks into."""

@@ -1,5 +1,5 @@
 """JSON string contents as byte-level IR: characters, escapes, length bounds,
-``pattern`` re-encoding and literal tries.
+``pattern`` re-encoding (literal tries: :mod:`.literal_sets`).
 
 A JSON string (RFC 8259 section 7) is ``"`` + characters + ``"``; inside,
 U+0000-U+001F, ``"`` and ``\\`` must be escaped, everything else (valid
@@ -25,11 +25,9 @@ exactly as ``json.dumps(value, ensure_ascii=False)`` writes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from . import ir
-from .ir import Node
-from .json_numbers import digits_range
+from .. import ir
+from ..ir import Node
+from .literal_sets import digits_range
 
 RAW_RANGES: tuple[tuple[int, int], ...] = ((0x20, 0x21), (0x23, 0x5B), (0x5D, ir.MAX_UNICODE))
 """Code points JSON allows raw inside a string."""
@@ -210,37 +208,3 @@ def json_encode_regex(node: Node, memo: dict | None = None) -> Node:
         raise PatternEncodeError(f"the pattern holds an unsupported construct ({type(node).__name__})")
     memo[node] = out
     return out
-
-
-def literal_trie(items: Iterable[bytes]) -> Node:
-    """The union of byte strings, built as a prefix tree (no ambiguity for the
-    automata layer to resolve; shared prefixes are stored once).
-
-    Parameters
-    ----------
-    items : iterable of bytes
-        The strings; duplicates are fine.
-    """
-    root: dict = {}
-    end = object()
-    for data in items:
-        node = root
-        for b in data:
-            node = node.setdefault(b, {})
-        node[end] = True
-
-    def build(node: dict) -> Node:
-        parts = [ir.EMPTY] if end in node else []
-        for b in sorted(k for k in node if k is not end):
-            child = node[b]
-            chunk = bytearray([b])
-            while end not in child and len(child) == 1:
-                (nb, nxt), = child.items()
-                chunk.append(nb)
-                child = nxt
-            parts.append(ir.seq(ir.Bytes(bytes(chunk)), build(child)))
-        return ir.alt(*parts)
-
-    if not root:
-        return ir.NOTHING
-    return build(root)
