@@ -12,9 +12,8 @@ from leapgen.compiler import CompiledGrammar, GrammarCompiler
 from leapgen.errors import (CompileLimitError, GrammarError, LeapgenError, RegexError, SchemaError, StackDepthError,
                             TokenizerError)
 from leapgen.matcher import BatchGrammarMatcher, GrammarMatcher
+from leapgen.version import __version__
 from leapgen.vocab import TokenizerInfo, VocabType
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str):

@@ -39,7 +39,7 @@ def _add_prefill_dtype(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (subcommands: ``generate``)."""
-    from leapgen import __version__
+    from leapgen.version import __version__
     from leapgen.backends import known_backends
 
     parser = argparse.ArgumentParser(

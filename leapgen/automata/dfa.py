@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import numpy as np
 
+from leapgen.automata.dfa_table import EMPTY_DFA, Dfa, minimize_table
 from leapgen.automata.limits import check_deadline, current_deadline, deadline_error, intern_state, too_many_states
-from leapgen.automata.minimize_kernel import minimize_table_kernel
+from leapgen.automata.nfa import Nfa
 from leapgen.automata.subset import determinize_classes
 from leapgen.automata.trim_kernel import useful_states
 from leapgen.grammar import ir
@@ -35,49 +35,6 @@ SUB_DFA_CACHE_ENTRIES = 512
 # DFAs of repeated IR fragments, by value (IR nodes are immutable): shared by all compiles.
 _SUB_DFA_CACHE: OrderedDict = OrderedDict()
 _SUB_DFA_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True, eq=False)
-class Dfa:
-    """An immutable, trimmed byte-level DFA.
-
-    Attributes
-    ----------
-    trans : numpy.ndarray
-        int32, shape ``(n_states, 256)``; ``trans[q, b]`` is the next state,
-        ``-1`` where byte ``b`` leads nowhere (dead).
-    accepting : numpy.ndarray
-        bool, shape ``(n_states,)``.
-    start : int
-        The start state (0 after :func:`minimize`).
-    """
-
-    trans: np.ndarray
-    accepting: np.ndarray
-    start: int = 0
-
-    @property
-    def n_states(self) -> int:
-        return int(self.trans.shape[0])
-
-    @property
-    def is_empty(self) -> bool:
-        """True when the language is empty."""
-        return self.n_states == 0
-
-    def matches(self, data: bytes) -> bool:
-        """Whether the whole of ``data`` is in the language (for tests and tools)."""
-        if self.is_empty:
-            return False
-        q = self.start
-        for b in data:
-            q = int(self.trans[q, b])
-            if q < 0:
-                return False
-        return bool(self.accepting[q])
-
-
-EMPTY_DFA = Dfa(np.zeros((0, 256), np.int32), np.zeros(0, bool), 0)
 
 
 def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids: dict[str, int] | None = None) -> Dfa:
@@ -106,8 +63,6 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
     GrammarError
         The IR holds a rule reference.
     """
-    from leapgen.automata.nfa import Nfa
-
     # (a rule body goes through the NFA below, which embeds the product: its alphabet has the call symbols)
     if isinstance(node, ir.Intersect) and rule_ids is None:
         out = compile_dfa(node.items[0], max_states=max_states)
@@ -186,21 +141,6 @@ def minimize(dfa: Dfa) -> Dfa:
         return dfa
     symbol_class, table = column_classes(dfa.trans)
     return minimize_table(table, dfa.accepting, dfa.start, symbol_class)
-
-
-def minimize_table(table: np.ndarray, accepting: np.ndarray, start: int, symbol_class: np.ndarray) -> Dfa:
-    """:func:`minimize` of the DFA whose transitions are ``table[:, symbol_class]``.
-
-    Trimming and minimizing work on the class-level ``table`` (int32,
-    ``(n, n_classes)``, -1 = dead); only the minimal DFA is widened to
-    ``len(symbol_class)`` columns. ``accepting``: bool ``(n,)``. Does not
-    mutate its arguments.
-    """
-    new_table, new_accepting = minimize_table_kernel(np.ascontiguousarray(table), np.ascontiguousarray(accepting),
-                                                     int(start), np.ascontiguousarray(symbol_class, np.int32))
-    if not len(new_accepting):
-        return EMPTY_DFA
-    return Dfa(new_table, new_accepting, 0)
 
 
 def product(a: Dfa, b: Dfa, *, difference: bool, max_states: int = DEFAULT_MAX_STATES) -> Dfa:

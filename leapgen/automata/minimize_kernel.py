@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from leapgen.automata.jit import njit
 from leapgen.automata.trim_kernel import useful_states
-from leapgen.compiler.trie_kernels import _jit
 
 
-@_jit
+@njit
 def _mark(e, E, L, S, F, M, W, w):
     s = S[e]
     i = L[e]
@@ -31,7 +31,7 @@ def _mark(e, E, L, S, F, M, W, w):
     return w
 
 
-@_jit
+@njit
 def _split(E, S, F, P, M, W, w, z):
     while w > 0:
         w -= 1
@@ -56,7 +56,7 @@ def _split(E, S, F, P, M, W, w, z):
     return z
 
 
-@_jit
+@njit
 def minimize_blocks(n, tail, label, head, accepting):
     """Block (equivalence class) of each state of a trimmed DFA.
 
@@ -154,7 +154,7 @@ def minimize_blocks(n, tail, label, head, accepting):
     return BS
 
 
-@_jit
+@njit
 def minimize_table_kernel(table, accepting, start, symbol_class):
     """Trim, then minimize, a DFA over symbol classes, in one call.
 

@@ -21,7 +21,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from leapgen.automata.dfa_table import minimize_table
 from leapgen.automata.limits import too_many_states
+from leapgen.automata.subset import determinize_classes
 from leapgen.automata.utf8 import utf8_sequences
 from leapgen.errors import GrammarError
 from leapgen.grammar import ir
@@ -341,9 +343,6 @@ def charset_fragment(ranges: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, i
         states, 0 the entry, 1 the exit, the others inner states.
     n_states : int
     """
-    from leapgen.automata.dfa import minimize_table
-    from leapgen.automata.subset import determinize_classes
-
     paths = Nfa(1 << 20, None)
     entry, exit_ = paths.new_state(), paths.new_state()
     for lo, hi in ranges:

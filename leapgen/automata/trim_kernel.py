@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.compiler.trie_kernels import _jit
+from leapgen.automata.jit import njit
 
 
-@_jit
+@njit
 def useful_states(trans, start, accepting, columns):
     """Which states lie on some path from ``start`` to an accepting state.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int):
     """A bitmask with every token allowed.
@@ -116,3 +118,25 @@ def apply_token_bitmask_inplace(logits, bitmask, *, indices=None) -> None:
         sub = lg[rows]
         sub.masked_fill_(~allowed, float("-inf"))
         lg[rows] = sub
+
+
+def numpy_view(bitmask) -> np.ndarray | None:
+    """A writable numpy view of a CPU bitmask, or None.
+
+    Parameters
+    ----------
+    bitmask : numpy.ndarray or torch.Tensor
+        int32, ``(batch, ceil(vocab_size / 32))``.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``bitmask`` itself (a numpy array), the tensor's memory (a CPU
+        tensor: writes reach the tensor), or None for a tensor on another
+        device. Does not copy or mutate.
+    """
+    if isinstance(bitmask, np.ndarray):
+        return bitmask
+    if getattr(bitmask, "device", None) is not None and bitmask.device.type == "cpu":
+        return bitmask.numpy()
+    return None

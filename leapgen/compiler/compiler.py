@@ -132,7 +132,7 @@ class GrammarCompiler:
         self.compile_threads = compile_threads
         disk = None
         if cache_dir is not None:
-            from leapgen import __version__
+            from leapgen.version import __version__
 
             disk = DiskCache(cache_dir, fingerprint=tokenizer_info.fingerprint, version=__version__)
         self.cache = CompileCache(max_entries=cache_entries, max_bytes=cache_bytes, disk=disk, revive=self._revive)

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.compiler.trie_kernels import _jit, _set_bits, _set_candidate_bits, build_trie
+from leapgen.automata.jit import njit
+from leapgen.compiler.trie_kernels import _set_bits, _set_candidate_bits, build_trie
 
 #: pda_walk's results.
 WALK_DONE = 0
@@ -48,7 +49,7 @@ CONTEXT = -2
 CHECK, FRAME_RETURN, FRAME_CONTEXT = 0, 1, 2
 
 
-@_jit
+@njit
 def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end, child_byte, child_node,
                node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids,
                words_certain, words_uncertain):
@@ -94,7 +95,7 @@ _BIT_OF_MOD37 = np.zeros(37, np.int64)
 _BIT_OF_MOD37[[(1 << b) % 37 for b in range(32)]] = np.arange(32)
 
 
-@_jit
+@njit
 def _bit_positions(words):
     """int64, ascending: the positions of the bits set in uint32 bitset ``words``."""
     n = 0
@@ -115,7 +116,7 @@ def _bit_positions(words):
     return out
 
 
-@_jit
+@njit
 def candidate_positions(words, trie_pos):
     """int32, sorted: the trie positions (``trie_pos``, int64 per token id, -1
     for none) of the tokens set in uint32 bitset ``words``. The positions are
@@ -128,7 +129,7 @@ def candidate_positions(words, trie_pos):
     return _bit_positions(marks).astype(np.int32)
 
 
-@_jit
+@njit
 def candidate_trie(words, trie_pos, node_toks, byte_matrix, byte_lengths):
     """A trie of only the tokens set in uint32 bitset ``words``: :func:`build_trie`'s
     arrays over its own rows, the vocabulary row of each (int32), and every
@@ -146,7 +147,7 @@ def candidate_trie(words, trie_pos, node_toks, byte_matrix, byte_lengths):
     return build_trie(matrix, lengths, order), rows, order
 
 
-@_jit
+@njit
 def _child_holding(p, lo, hi, child_node, node_tok_start):
     """The index ``k`` in ``lo:hi`` (children of one trie node, in order) of the
     child whose subtree holds token position ``p``: the last child starting at
@@ -161,7 +162,7 @@ def _child_holding(p, lo, hi, child_node, node_tok_start):
     return lo
 
 
-@_jit
+@njit
 def _push_item(buf, n, gs, link, s, p, d, lo):
     """Write item ``(gs, link, s, p, d)`` at row ``n`` of ``buf`` (int64 ``(m, 5)``,
     ``n < m``: the caller grows it) unless rows ``lo:n`` hold it already; returns
@@ -178,7 +179,7 @@ def _push_item(buf, n, gs, link, s, p, d, lo):
     return n + 1
 
 
-@_jit
+@njit
 def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
              leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
              child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end,
@@ -271,7 +272,7 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
             return WALK_GAVE_UP, pushed, read
 
 
-@_jit
+@njit
 def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
               leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
               child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end,

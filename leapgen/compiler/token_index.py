@@ -18,6 +18,7 @@ from typing import Callable, Hashable
 
 import numpy as np
 
+from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import pda_kernels, trie_kernels
 from leapgen.compiler.token_slices import (LOOP, UNBOUNDED, TokenSlice, build_slices, first_slice, new_memo,
                                            pack_char_dfas)
@@ -61,7 +62,7 @@ class TokenIndex:
         for t in self.stop_token_ids.tolist():
             stop_words[t >> 5] = stop_words.get(t >> 5, 0) | (1 << (t & 31))
         self._stop_words = [(w, np.uint32(bits)) for w, bits in stop_words.items()]  # (word, its stop bits)
-        self.use_trie = trie_kernels.HAVE_NUMBA if use_trie is None else use_trie
+        self.use_trie = HAVE_NUMBA if use_trie is None else use_trie
         self._token_bytes = tokenizer_info.token_bytes
         self._rank: np.ndarray | None = None
         self.token_slices: list[TokenSlice] = []

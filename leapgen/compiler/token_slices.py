@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from leapgen.automata.dfa import compile_dfa
+from leapgen.automata.jit import njit
 from leapgen.compiler import trie_kernels
-from leapgen.compiler.trie_kernels import _jit
 from leapgen.grammar import ir
 
 _NOT_IN_JSON_STRINGS = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x7F)]
@@ -242,7 +242,7 @@ def _csr_edges(dfa) -> tuple:
             dfa.accepting.astype(np.bool_))
 
 
-@_jit
+@njit
 def char_prefix(edge_start, edge_end, edge_byte, edge_next, complete, byte_matrix, lengths):
     """The longest prefix of whole characters of the class of each row.
 
@@ -275,7 +275,7 @@ def char_prefix(edge_start, edge_end, edge_byte, edge_next, complete, byte_matri
     return chars, size
 
 
-@_jit
+@njit
 def _index_of(values, n, x):
     """Position of ``x`` in ``values[:n]``, or -1 (a linear scan: the sets here are small)."""
     for i in range(n):
@@ -284,7 +284,7 @@ def _index_of(values, n, x):
     return -1
 
 
-@_jit
+@njit
 def _append(values, n, x):
     """``values`` with ``x`` at position ``n`` (grown when full)."""
     if n == values.shape[0]:
@@ -293,7 +293,7 @@ def _append(values, n, x):
     return values
 
 
-@_jit
+@njit
 def _one_char(trans_flat, q, p0, edge_start, edge_end, edge_byte, edge_next, complete, pair_s, pair_p, ends):
     """Walk every character of the class from DFA state ``q``: the product
     with the one-character DFA from its start ``p0``, breadth first over its
@@ -346,7 +346,7 @@ def _one_char(trans_flat, q, p0, edge_start, edge_end, edge_byte, edge_next, com
     return (1 if any_done else 0), n_ends, pair_s, pair_p, ends
 
 
-@_jit
+@njit
 def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_byte, edge_next, complete,
                 step_memo):
     """The limit ``k`` and target class of a slice, whose one-character DFA
@@ -440,7 +440,7 @@ def pack_char_dfas(slices: list[TokenSlice]) -> tuple:
     return (np.array(starts, np.int32),) + tuple(np.concatenate(col) for col in zip(*parts))
 
 
-@_jit
+@njit
 def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_end, edge_byte, edge_next, complete):
     """The first of the packed slices (:func:`pack_char_dfas`) that applies
     from ``state``: ``(index, k, target)`` as :meth:`TokenSlice.limit`, index

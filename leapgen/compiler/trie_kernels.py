@@ -14,20 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-try:  # numba is optional: leapgen stays importable and correct without it
-    import numba
-
-    _jit = numba.njit(cache=True, nogil=True)
-except ImportError:  # pragma: no cover - exercised where numba is missing
-    numba = None
-
-    def _jit(f):
-        return f
-
-HAVE_NUMBA = numba is not None
+from leapgen.automata.jit import njit
 
 
-@_jit
+@njit
 def build_trie(byte_matrix, lengths, order):
     """Build a trie of tokens given in lexicographic ``order``.
 
@@ -108,7 +98,7 @@ def build_trie(byte_matrix, lengths, order):
             byte[:n_nodes].astype(np.uint8), depth, node_end)
 
 
-@_jit
+@njit
 def _set_bits(words, node_toks, token_ids, lo, hi):
     """Set the bits of the tokens ``node_toks[lo:hi]`` in ``words``."""
     for k in range(lo, hi):
@@ -116,7 +106,7 @@ def _set_bits(words, node_toks, token_ids, lo, hi):
         words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
-@_jit
+@njit
 def _set_candidate_bits(words, candidate_words, node_toks, token_ids, lo, hi):
     """Set in ``words`` the bits of the tokens ``node_toks[lo:hi]`` that are set in ``candidate_words``."""
     for k in range(lo, hi):
@@ -126,7 +116,7 @@ def _set_candidate_bits(words, candidate_words, node_toks, token_ids, lo, hi):
             words[t >> 5] |= bit
 
 
-@_jit
+@njit
 def trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte, child_node, node_tok_start,
               node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids, words_a, words_b):
     """Walk the token trie from DFA state ``start``; mutates ``words_a``/``words_b``.
@@ -155,7 +145,7 @@ def trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte
         v += 1
 
 
-@_jit
+@njit
 def _subtree_ends(child_start, child_end, child_node, node_tok_start, n_tok):
     """int32 ``(n_nodes,)`` twice: for each trie node ``v``, one past the last
     node of its subtree (nodes are in preorder), and the end of the range of
@@ -173,20 +163,20 @@ def _subtree_ends(child_start, child_end, child_node, node_tok_start, n_tok):
     return end_node, out
 
 
-@_jit
+@njit
 def _has_candidate(candidate_pos, node_tok_start, sub_tok_end, c):
     """Whether trie node ``c``'s subtree holds a candidate (binary search)."""
     lo = np.searchsorted(candidate_pos, node_tok_start[c])
     return lo < candidate_pos.shape[0] and candidate_pos[lo] < sub_tok_end[c]
 
 
-@_jit
+@njit
 def _grow(a):
     """``a`` with twice the room (the first half copied)."""
     return np.concatenate((a, np.empty_like(a)))
 
 
-@_jit
+@njit
 def lazy_trie_walk(rows, stack_node, stack_state, n_stack, child_start, child_end, child_byte, child_node,
                    node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids,
                    candidate_pos, candidate_words, out_words):

@@ -166,7 +166,7 @@ def _serve(cache_dir: str, niceness: int, max_compile_seconds: float) -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt the replies
     if niceness and hasattr(os, "nice"):
         os.nice(niceness)
-    from leapgen import GrammarCompiler
+    from leapgen.compiler import GrammarCompiler
 
     with open(Path(cache_dir) / _INFO_FILE, "rb") as f:
         compiler = GrammarCompiler(pickle.load(f), cache_dir=cache_dir,

@@ -30,9 +30,12 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Sequence
 
+from leapgen.compiler import GrammarCompiler
 from leapgen.engine.compile_worker import CompileWorker, CompileWorkerDied
 from leapgen.engine.sampling_params import DEFAULT_JSON_SEPARATORS, SamplingParams
 from leapgen.errors import GrammarError, SchemaError
+from leapgen.matcher import GrammarMatcher
+from leapgen.vocab import TokenizerInfo
 
 _MAX_SEEN = 256
 #: Compile time limit of a served grammar (seconds): past it the request fails alone with a CompileLimitError.
@@ -95,8 +98,6 @@ class GrammarManager:
         """The :class:`GrammarCompiler`, or the peer's
         :class:`~leapgen.backends.GrammarBackend` (built on first use)."""
         if self._compiler is None:
-            from leapgen import GrammarCompiler, TokenizerInfo
-
             self.tokenizer_info = TokenizerInfo.from_huggingface(
                 self._tokenizer, vocab_size=self.vocab_size, stop_token_ids=sorted(self.stop_token_ids)
             )
@@ -341,8 +342,6 @@ class GrammarManager:
             if stop != self.stop_token_ids:
                 raise GrammarError(f"the {self.backend_name} backend ends on the model's stop tokens only")
             return self.compiler.new_state(compiled)
-        from leapgen import GrammarMatcher
-
         # The default set is already in the tokenizer info (cheaper masks).
         return GrammarMatcher(compiled, stop_token_ids=None if stop == self.stop_token_ids else sorted(stop))
 

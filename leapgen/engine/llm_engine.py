@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import torch
 
+from leapgen.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from leapgen.engine.grammar_manager import GrammarManager
 from leapgen.engine.jump_forward import try_jump_forward
 from leapgen.engine.model_loader import DEFAULT_MODEL, LoadedModel, configure_threads, load_model
@@ -289,8 +290,6 @@ class LLM:
         fill_times: dict = {}
         trace = {"step": self.stats.steps, "num_forward": len(fwd), "num_masked": num_masked}
         if num_masked:
-            from leapgen import allocate_token_bitmask
-
             bitmask = allocate_token_bitmask(num_masked, self.model_runner.vocab_size)
             fill = self.grammar.batch_fill_async([r.matcher for r in sampling[:num_masked]], bitmask, fill_times)
         trace["forward_start"] = time.perf_counter()
@@ -310,8 +309,6 @@ class LLM:
                                  for r in sampling])  # (S, V)
             rows = [i for i, need in enumerate(need_apply) if need]
             if rows:
-                from leapgen import apply_token_bitmask_inplace
-
                 apply_token_bitmask_inplace(batch, bitmask, indices=rows)
             for i, req in enumerate(sampling):
                 req.stored_logits = None
@@ -468,8 +465,6 @@ class LLM:
 
     def _allows_non_stop(self, req: Request) -> bool:
         """Whether ``req``'s matcher allows a token that is not a stop token."""
-        from leapgen import allocate_token_bitmask
-
         bitmask = allocate_token_bitmask(1, self.model_runner.vocab_size)
         req.matcher.fill_next_token_bitmask(bitmask, 0)
         words = bitmask[0].numpy().view("uint32").copy()  # (ceil(V/32),)

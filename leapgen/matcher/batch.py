@@ -20,7 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from leapgen.matcher.matcher import GrammarMatcher, _bitmask_array
+from leapgen.bitmask.cpu import numpy_view
+from leapgen.matcher.matcher import GrammarMatcher
 
 
 class BatchGrammarMatcher:
@@ -76,7 +77,7 @@ class BatchGrammarMatcher:
         if len(rows) != len(matchers):
             raise ValueError(f"{len(matchers)} matchers but {len(rows)} indices")
         self._compute_new_rows(matchers)
-        arr = _bitmask_array(bitmask)
+        arr = numpy_view(bitmask)
         if arr is not None:
             for matcher, row in zip(matchers, rows):
                 matcher.fill_next_token_bitmask(arr, row)

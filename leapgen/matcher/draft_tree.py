@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+from leapgen.bitmask.cpu import numpy_view
+
 
 def _as_ints(values, what: str) -> list[int]:
     out = values.tolist() if hasattr(values, "tolist") else list(values)
@@ -39,9 +41,7 @@ def traverse_draft_tree(matcher, retrieve_next_token, retrieve_next_sibling, dra
         bad = [v for v in links if not -1 <= v < n or v == 0]
         if bad:
             raise ValueError(f"{what} holds {bad[0]}; entries are node indices in [1, {n}) or -1")
-    from leapgen.matcher.matcher import _bitmask_array
-
-    arr = _bitmask_array(bitmask)
+    arr = numpy_view(bitmask)
     rows = arr if arr is not None else np.zeros((n, bitmask.shape[1]), np.int32)
     if rows.shape[0] < n:
         raise ValueError(f"bitmask has {rows.shape[0]} rows for {n} draft nodes")

@@ -12,8 +12,10 @@ from typing import Iterable
 
 import numpy as np
 
+from leapgen.bitmask.cpu import numpy_view
 from leapgen.compiler.compiled import CompiledGrammar
 from leapgen.errors import StackDepthError
+from leapgen.matcher.draft_tree import traverse_draft_tree
 
 
 _INT32 = np.dtype(np.int32)
@@ -23,15 +25,6 @@ def _require_int(value, what: str) -> None:
     """Raise TypeError unless ``value`` is an int or numpy integer (not a bool)."""
     if type(value) is not int and (isinstance(value, bool) or not isinstance(value, np.integer)):
         raise TypeError(f"{what} must be an int, got {type(value).__name__}")
-
-
-def _bitmask_array(bitmask) -> np.ndarray | None:
-    """A writable numpy view of a CPU bitmask (numpy array or torch tensor), or None."""
-    if isinstance(bitmask, np.ndarray):
-        return bitmask
-    if getattr(bitmask, "device", None) is not None and bitmask.device.type == "cpu":
-        return bitmask.numpy()
-    return None
 
 
 def _utf8_whole_prefix(data: bytes) -> bytes:
@@ -158,7 +151,7 @@ class GrammarMatcher:
         After termination nothing is allowed (an all-zero row): the request
         is over and the engine must stop.
         """
-        arr = _bitmask_array(bitmask)
+        arr = numpy_view(bitmask)
         self._check_bitmask(bitmask if arr is None else arr, index, self.compiled_grammar.token_index.bitmask_words)
         if self._terminated:
             row, need_apply = self.compiled_grammar.token_index.empty_words().view(np.int32), True
@@ -361,8 +354,6 @@ class GrammarMatcher:
         Mutates ``bitmask[:num_nodes]`` only; works on a fork, so this
         matcher's state is unchanged.
         """
-        from leapgen.matcher.draft_tree import traverse_draft_tree
-
         return traverse_draft_tree(self, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask,
                                    time_threshold)
 

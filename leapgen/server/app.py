@@ -204,6 +204,6 @@ def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, 
 
 
 def _version() -> str:
-    from leapgen import __version__
+    from leapgen.version import __version__
 
     return __version__

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from leapgen.errors import TokenizerError
-from leapgen.vocab.tokenizer_info import DEFAULT_STOP_TOKEN_STRINGS, VocabType
+from leapgen.vocab.vocab_type import DEFAULT_STOP_TOKEN_STRINGS, VocabType
 
 __all__ = ["huggingface_vocab"]
 

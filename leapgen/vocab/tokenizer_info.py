@@ -9,7 +9,6 @@ which ids must never match grammar text (special, added and padding ids).
 from __future__ import annotations
 
 import binascii
-import enum
 import hashlib
 import os
 import struct
@@ -18,36 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from leapgen.errors import TokenizerError
+from leapgen.vocab.hf import huggingface_vocab
+from leapgen.vocab.vocab_type import DEFAULT_STOP_TOKEN_STRINGS, VocabType
 
 __all__ = ["VocabType", "TokenizerInfo", "DEFAULT_STOP_TOKEN_STRINGS"]
-
-#: Token strings that end a turn or a document in common chat formats; a
-#: special token with one of these strings is a default stop token.
-DEFAULT_STOP_TOKEN_STRINGS: tuple[str, ...] = (
-    "</s>", "<|endoftext|>", "<|end_of_text|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>",
-    "<|end|>", "<end_of_turn>", "<eos>", "<|end▁of▁sentence|>", "<|EOT|>", "<|return|>",
-    "<|call|>",
-)
-
-
-class VocabType(enum.Enum):
-    """How a tokenizer writes a token's bytes as a token string.
-
-    Attributes
-    ----------
-    RAW
-        The entries are the bytes themselves (tiktoken ranks, or ``str`` taken as UTF-8).
-    BYTE_FALLBACK
-        SentencePiece: ``"▁"`` (U+2581) is a space and ``"<0xNN>"`` is the raw byte ``0xNN``
-        (Llama-2, Mistral, Gemma).
-    BYTE_LEVEL
-        Byte-level BPE: each character stands for one byte through GPT-2's
-        ``bytes_to_unicode`` table (GPT-2, Llama-3, Qwen, SmolLM2).
-    """
-
-    RAW = "raw"
-    BYTE_FALLBACK = "byte_fallback"
-    BYTE_LEVEL = "byte_level"
 
 
 def _byte_level_table() -> dict[int, int]:
@@ -260,8 +233,6 @@ class TokenizerInfo:
             The object is not a fast HF tokenizer, or its decoder is of a kind
             whose tokens do not map to bytes (WordPiece, none).
         """
-        from leapgen.vocab.hf import huggingface_vocab
-
         return cls(**huggingface_vocab(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids))
 
     @classmethod
