@@ -97,11 +97,10 @@ def imports_of(module: str, modules: dict[str, Path]) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             out += [(node.lineno, t) for a in node.names if (t := _target(a.name, modules))]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
-                base = ".".join(base + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
+            base = node.module or ""
+            if node.level:  # ``from . import x`` is the file's package, each further dot one package up
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
             for a in node.names:  # a submodule by name, else a name defined in the module ``base``
                 t = f"{base}.{a.name}" if f"{base}.{a.name}" in modules else _target(base, modules)
                 if t:
@@ -133,7 +132,7 @@ def layer_violations(root: Path, modules: dict[str, Path], graph: dict[str, list
         if level_of(src) is None:
             out.append(f"{where}: layer {src!r} is not in LAYERS (tests/test_layers.py); add it at its level")
             continue
-        for line, target in sorted(edges):
+        for line, target in sorted(set(edges)):
             dst = layer_of(target)
             if dst == src:
                 continue
