@@ -34,7 +34,7 @@ class CompiledGrammar:
         Where the grammar is looser than its source (e.g. a ``oneOf`` compiled
         as ``anyOf``). Empty when the grammar is exact.
     kind : str
-        ``"regex"``, ``"json_schema"``, ``"ebnf"`` or ``"ir"``.
+        ``"regex"``, ``"json_schema"``, ``"ebnf"``, ``"lark"`` or ``"ir"``.
     compile_ms : float
         Wall time of the compile, in milliseconds.
     is_regular : bool

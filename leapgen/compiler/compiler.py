@@ -74,7 +74,7 @@ _WARM_UP_SCHEMA = {"type": "object", "properties": {
 
 
 class GrammarCompiler:
-    """Compiles regexes, JSON Schemas and EBNF grammars for one vocabulary.
+    """Compiles regexes, JSON Schemas, EBNF and Lark grammars for one vocabulary.
 
     Thread-safe. Compiled grammars are immutable and cached in an LRU bounded
     in entries and bytes, keyed by a canonical form of the grammar and its
@@ -269,6 +269,38 @@ class GrammarCompiler:
                 raise
             raise located from None
 
+    def compile_lark(self, lark_text: str, *, start: str = "start") -> CompiledGrammar:
+        """Compile a Lark grammar (what vLLM's ``grammar`` field and outlines take when it is
+        not GBNF), with the language of Lark's Earley parser; see :mod:`leapgen.grammar.lark`.
+
+        ``%import common.X`` reads the installed ``lark`` package's ``grammars/common.lark``.
+
+        Parameters
+        ----------
+        lark_text : str
+        start : str, default "start"
+            The start rule (Lark's ``start`` option).
+
+        Returns
+        -------
+        CompiledGrammar
+            ``kind == "lark"``.
+
+        Raises
+        ------
+        GrammarError
+            Syntax error or unsupported construct (with line:column), undefined
+            or duplicate name, a grammar that matches nothing.
+        CompileLimitError
+            An automaton is too large.
+        """
+        from leapgen.grammar.lark import parse_lark
+
+        if not isinstance(lark_text, str):
+            raise GrammarError(f"a Lark grammar must be a str, got {type(lark_text).__name__}")
+        return self._cached(("lark", lark_text, start), "lark",
+                            lambda: (parse_lark(lark_text, start=start), ()))
+
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Compile the grammar of any JSON value (RFC 8259), nested to any
         depth, with bounded whitespace (see :mod:`leapgen.grammar.builtin`)."""
@@ -286,7 +318,7 @@ class GrammarCompiler:
         Parameters
         ----------
         kind : str
-            ``"regex"``, ``"json_schema"``, ``"grammar"`` (EBNF) or ``"builtin_json"``.
+            ``"regex"``, ``"json_schema"``, ``"grammar"`` (EBNF), ``"lark"`` or ``"builtin_json"``.
         *args, **kwargs
             Those of the matching ``compile_*`` method.
 
@@ -301,7 +333,8 @@ class GrammarCompiler:
             Unknown ``kind`` (at once, not through the future).
         """
         methods = {"regex": self.compile_regex, "json_schema": self.compile_json_schema,
-                   "grammar": self.compile_grammar, "builtin_json": self.compile_builtin_json_grammar}
+                   "grammar": self.compile_grammar, "lark": self.compile_lark,
+                   "builtin_json": self.compile_builtin_json_grammar}
         if kind not in methods:
             raise ValueError(f"unknown grammar kind {kind!r}; expected one of {sorted(methods)}")
         if self._pool is None:
