@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from leapgen.errors import GrammarError
 from leapgen.vocab import TokenizerInfo
 
 
@@ -202,6 +203,16 @@ class GrammarBackend(ABC):
     @abstractmethod
     def compile_grammar(self, ebnf: str, *, root_rule_name: str = "root") -> Any:
         """Compile an EBNF (GBNF) grammar."""
+
+    def compile_lark(self, lark_text: str, *, start: str = "start") -> Any:
+        """Compile a Lark grammar. Engines without a Lark front-end refuse it.
+
+        Raises
+        ------
+        GrammarError
+            Always, here: the engine has no Lark front-end.
+        """
+        raise GrammarError(f"the {self.name} backend has no Lark front-end (use the leapgen backend)")
 
     @abstractmethod
     def compile_builtin_json(self) -> Any:

@@ -50,6 +50,9 @@ class LeapgenBackend(GrammarBackend):
     def compile_grammar(self, ebnf: str, *, root_rule_name: str = "root") -> CompiledGrammar:
         return self.compiler.compile_grammar(ebnf, root_rule_name=root_rule_name)
 
+    def compile_lark(self, lark_text: str, *, start: str = "start") -> CompiledGrammar:
+        return self.compiler.compile_lark(lark_text, start=start)
+
     def compile_builtin_json(self) -> CompiledGrammar:
         return self.compiler.compile_builtin_json_grammar()
 

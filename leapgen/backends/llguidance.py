@@ -168,6 +168,17 @@ class LlguidanceBackend(GrammarBackend):
             raise GrammarError(f"llguidance: {e}") from None
         return self._matcher(grammar, GrammarError)
 
+    def compile_lark(self, lark_text: str, *, start: str = "start"):
+        """llguidance's own Lark dialect (what vLLM's guidance backend takes): a lexer of greedy
+        longest-match tokens, so not leapgen's Earley semantics everywhere."""
+        if start != "start":
+            raise GrammarError("llguidance: Lark grammars must start at a rule named 'start'")
+        try:
+            grammar = self._llg.grammar_from("lark", lark_text)
+        except ValueError as e:
+            raise GrammarError(f"llguidance: {e}") from None
+        return self._matcher(grammar, GrammarError)
+
     def compile_builtin_json(self):
         return self._matcher(self._llg.LLMatcher.grammar_from_json_schema({}), SchemaError)
 

@@ -159,6 +159,10 @@ class GrammarManager:
             from leapgen.grammar.ebnf import parse_ebnf
 
             parse_ebnf(params.ebnf)
+        elif params.lark is not None:
+            from leapgen.grammar.lark import parse_lark
+
+            parse_lark(params.lark)
 
     def compile(self, params: SamplingParams) -> tuple[Any, float]:
         """Compile the grammar of ``params``.
@@ -289,6 +293,8 @@ class GrammarManager:
             return "compile_regex", (params.regex,), {}
         if params.ebnf is not None:
             return "compile_grammar", (params.ebnf,), {}
+        if params.lark is not None:
+            return "compile_lark", (params.lark,), {}
         if params.json_object:
             return "compile_builtin_json_grammar", (), {}
         raise ValueError("these SamplingParams have no grammar")
@@ -323,6 +329,8 @@ class GrammarManager:
             return "compile_regex", (params.regex,), {}
         if params.ebnf is not None:
             return "compile_grammar", (params.ebnf,), {}
+        if params.lark is not None:
+            return "compile_lark", (params.lark,), {}
         if params.json_object:
             return "compile_builtin_json", (), {}
         raise ValueError("these SamplingParams have no grammar")

@@ -39,10 +39,13 @@ class SamplingParams:
     ebnf : str or None, default None
         Constrain the output to this EBNF grammar (GBNF dialect, root rule
         ``root``).
+    lark : str or None, default None
+        Constrain the output to this Lark grammar (start rule ``start``), with
+        the language of Lark's Earley parser (see :mod:`leapgen.grammar.lark`).
     json_object : bool, default False
         Constrain the output to any JSON value (the builtin JSON grammar;
         OpenAI's ``response_format={"type": "json_object"}``). At most one of
-        ``json_schema``, ``regex``, ``ebnf`` and ``json_object``.
+        ``json_schema``, ``regex``, ``ebnf``, ``lark`` and ``json_object``.
     stop : tuple of str, default ()
         Stop strings: the completion ends (``finish_reason="stop"``) at the
         first one that appears in the output text, which is cut before it.
@@ -86,6 +89,7 @@ class SamplingParams:
     json_schema: dict | str | None = None
     regex: str | None = None
     ebnf: str | None = None
+    lark: str | None = None
     json_object: bool = False
     stop: tuple[str, ...] = ()
     jump_forward: bool = True
@@ -122,15 +126,16 @@ class SamplingParams:
             raise ValueError(f"json_schema must be a dict or a JSON string, got {type(self.json_schema).__name__}")
         if self.regex is not None and not isinstance(self.regex, str):
             raise ValueError(f"regex must be a str, got {type(self.regex).__name__}")
-        if self.ebnf is not None and not isinstance(self.ebnf, str):
-            raise ValueError(f"ebnf must be a str, got {type(self.ebnf).__name__}")
+        for name in ("ebnf", "lark"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a str, got {type(getattr(self, name)).__name__}")
         for name in ("json_object", "json_strict"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        given = [n for n in ("json_schema", "regex", "ebnf") if getattr(self, n) is not None]
+        given = [n for n in ("json_schema", "regex", "ebnf", "lark") if getattr(self, n) is not None]
         given += ["json_object"] if self.json_object else []
         if len(given) > 1:
-            raise ValueError(f"give at most one grammar (json_schema, regex, ebnf, json_object), got {given}")
+            raise ValueError(f"give at most one grammar (json_schema, regex, ebnf, lark, json_object), got {given}")
         stop = (self.stop,) if isinstance(self.stop, str) else self.stop
         if not isinstance(stop, (tuple, list)) or not all(isinstance(x, str) and x for x in stop):
             raise ValueError(f"stop must be a sequence of non-empty str, got {self.stop!r}")
@@ -161,8 +166,9 @@ class SamplingParams:
 
     @property
     def constrained(self) -> bool:
-        """True when a grammar (JSON Schema, regex, EBNF, JSON) constrains the output."""
-        return self.json_schema is not None or self.regex is not None or self.ebnf is not None or self.json_object
+        """True when a grammar (JSON Schema, regex, EBNF, Lark, JSON) constrains the output."""
+        return (self.json_schema is not None or self.regex is not None or self.ebnf is not None
+                or self.lark is not None or self.json_object)
 
 
 def _check_int(name: str, value: Any, *, minimum: int | None = None) -> None:

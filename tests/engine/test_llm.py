@@ -55,6 +55,23 @@ def test_regex(llm):
     assert out.jump_forward_tokens >= 1  # the "-"
 
 
+LARK_PAIR = r"""
+start: "(" NUMBER "," WORD ")"
+%import common.NUMBER
+%import common.WORD
+%ignore " "
+"""
+
+
+def test_lark(llm):
+    out = llm.generate("Give me a number and a word in parentheses.",
+                       SamplingParams(lark=LARK_PAIR, max_tokens=40))[0]
+    assert out.finish_reason in (FinishReason.GRAMMAR, FinishReason.STOP), (out.finish_reason, out.error)
+    assert re.fullmatch(r" *\( *[0-9.eE+-]+ *, *[A-Za-z]+ *\) *", out.text), out.text
+    bad = llm.generate("Hi.", SamplingParams(lark="start: A\nA: /a(?=b)/\n"))[0]
+    assert bad.finish_reason == FinishReason.ERROR and "lookahead" in bad.error
+
+
 def test_fully_forced_output_needs_no_sampling(llm):
     """Nothing is sampled, and no forward runs once the grammar is known: at most the prompt's
     prefill, which overlaps the compile when the compile is not done by the first step."""

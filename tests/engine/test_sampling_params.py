@@ -20,6 +20,7 @@ def test_constrained():
     assert SamplingParams(regex="a+").constrained
     assert SamplingParams(json_schema={"type": "string"}).constrained
     assert SamplingParams(json_schema='{"type": "string"}').constrained
+    assert SamplingParams(lark='start: "a"').constrained
 
 
 @pytest.mark.parametrize(
@@ -43,6 +44,8 @@ def test_constrained():
         dict(json_schema=["type"]),
         dict(regex=3),
         dict(regex="a", json_schema={}),
+        dict(lark=3),
+        dict(lark='start: "a"', ebnf='root ::= "a"'),
         dict(jump_forward=1),
         dict(json_separators=(",",)),
         dict(json_separators=(",", 1)),
