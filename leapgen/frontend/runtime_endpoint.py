@@ -36,7 +36,7 @@ from leapgen.frontend.backend import BaseBackend
 from leapgen.frontend.chat_template import ChatTemplate, get_chat_template, get_chat_template_by_model_path
 from leapgen.frontend.choices import ChoicesDecision, ChoicesSamplingMethod, ConstrainedDecoding, choices_regex
 from leapgen.frontend.global_config import global_config
-from leapgen.frontend.ir import SamplingArgs
+from leapgen.frontend.ir import SamplingArgs, unset_args
 
 _LOGPROB_FIELDS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs")
 
@@ -119,7 +119,7 @@ class RuntimeEndpoint(BaseBackend):
 
     def select(self, s, choices: list[str], temperature: float, method: ChoicesSamplingMethod) -> ChoicesDecision:
         if isinstance(method, ConstrainedDecoding):
-            args = SamplingArgs(max_new_tokens=256, temperature=0.0, stop=[], regex=choices_regex(choices))
+            args = s.resolve(unset_args(max_new_tokens=256, temperature=0.0, regex=choices_regex(choices)))
             text, meta = self.generate(s, args)
             if text not in choices:
                 raise RuntimeError(f"constrained select came back with {text!r}, not one of the choices")
