@@ -41,7 +41,8 @@ from leapgen.frontend.choices import (ChoicesDecision, ChoicesSamplingMethod, ch
                                       unconditional_likelihood_normalized)
 from leapgen.frontend.global_config import global_config
 from leapgen.frontend.interpreter import ProgramState
-from leapgen.frontend.ir import ExprList, Function, Gen, RoleBegin, RoleEnd, Select, unset_args
+from leapgen.frontend.function import Function
+from leapgen.frontend.ir import ExprList, Gen, RoleBegin, RoleEnd, Select, _as_expr, unset_args
 from leapgen.frontend.runtime_endpoint import RuntimeEndpoint
 
 __all__ = [
@@ -118,8 +119,6 @@ def select(name: str | None = None, choices=None, temperature: float = 0.0,
 def _role(role: str, expr=None):
     if expr is None:
         return ExprList([RoleBegin(role), RoleEnd(role)])
-    from leapgen.frontend.ir import _as_expr
-
     return ExprList([RoleBegin(role), _as_expr(expr), RoleEnd(role)])
 
 
