@@ -141,26 +141,69 @@ def _code_point(index: int) -> int:
     return index if index < 0xD800 else index + 0x800
 
 
-@functools.lru_cache(maxsize=4096)
-def _ranges_by_re(item_pattern: str, flags: int) -> tuple[tuple[int, int], ...]:
-    """The code points ``item_pattern`` (one character) matches under ``flags``, as ranges: the
-    maximal runs of ``(?:item)+`` over every code point in order are exactly its ranges."""
-    out = []
-    for m in re.finditer(f"(?:{item_pattern})+", _all_chars(), flags):
-        lo, hi = _code_point(m.start()), _code_point(m.end() - 1)
-        if lo <= 0xD7FF < hi:  # a run across the surrogate gap is two ranges
-            out += [(lo, 0xD7FF), (0xE000, hi)]
-        else:
-            out.append((lo, hi))
-    return tuple(out)
-
-
 _CATEGORY_ESCAPES = {"CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
                      "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W"}
 
 
 def _esc(cp: int) -> str:
     return f"\\U{cp:08x}"
+
+
+@functools.lru_cache(maxsize=1)
+def _cased() -> str:
+    """Every code point the ``i`` flag can relate to another one, in order: those whose simple
+    lowercase differs from them, those lowercase forms, and ``re``'s extra equivalences
+    (``re._casefix``). A character outside matches a class under ``i`` exactly when it does
+    without it: ``re`` compares lowercase forms, and its lowercase form is itself and no other
+    character's."""
+    import numpy as np
+
+    text = _all_chars()
+    cut = text.index("\u0130")  # the one character whose full lowercase is two: its simple one is "i"
+    lower = text[:cut].lower() + "i" + text[cut + 1:].lower()
+    if len(lower) != len(text):  # pragma: no cover - a Unicode version with other expansions
+        return text
+    a = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    b = np.frombuffer(lower.encode("utf-32-le"), np.uint32)
+    points = set(a[a != b].tolist()) | set(b[a != b].tolist())
+    try:
+        from re import _casefix
+
+        for k, vs in _casefix._EXTRA_CASES.items():
+            points.add(k)
+            points.update(vs)
+    except ImportError:  # pragma: no cover - Python 3.10: fall back to every code point
+        return text
+    return "".join(map(chr, sorted(points)))
+
+
+def _matching(item_pattern: str, flags: int, universe: str) -> list[tuple[int, int]]:
+    """The code points of ``universe`` (a string of code points in order) that ``item_pattern``
+    (one character) matches under ``flags``, as ranges."""
+    if universe is _all_chars():
+        out = []
+        for m in re.finditer(f"(?:{item_pattern})+", universe, flags):  # a run of matches is a range
+            lo, hi = _code_point(m.start()), _code_point(m.end() - 1)
+            out += [(lo, 0xD7FF), (0xE000, hi)] if lo <= 0xD7FF < hi else [(lo, hi)]
+        return out
+    return [(ord(m.group()), ord(m.group())) for m in re.finditer(item_pattern, universe, flags)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _ranges_by_re(item_pattern: str, flags: int, plain: tuple | None = None) -> tuple[tuple[int, int], ...]:
+    """The code points ``item_pattern`` (one character) matches under ``flags``: every code point
+    is tried by ``re`` (the maximal runs of ``(?:item)+`` over all code points in order are the
+    ranges), or, under ``i`` with the ranges ``plain`` it matches without ``i`` known, only the
+    cased ones (see :func:`_cased`)."""
+    if plain is None:
+        return ir.normalize_ranges(_matching(item_pattern, flags, _all_chars()), ir.MAX_UNICODE)
+    cased = _cased()
+    if len(cased) > 0x10000:
+        return ir.normalize_ranges(_matching(item_pattern, flags, cased), ir.MAX_UNICODE)
+    cased_ranges = [(ord(c), ord(c)) for c in cased]
+    outside = ir.complement_ranges(cased_ranges, ir.MAX_UNICODE)
+    keep = [(max(a, x), min(b, y)) for a, b in plain for x, y in outside if max(a, x) <= min(b, y)]
+    return ir.normalize_ranges(keep + _matching(item_pattern, flags, cased), ir.MAX_UNICODE)
 
 
 def char_ranges(op, av, flags: int, where: str) -> tuple[tuple[int, int], ...]:
@@ -170,31 +213,34 @@ def char_ranges(op, av, flags: int, where: str) -> tuple[tuple[int, int], ...]:
     if name == "ANY":
         return ((0, ir.MAX_UNICODE),) if flags & _S else ir.complement_ranges(((10, 10),), ir.MAX_UNICODE)
     if name in ("LITERAL", "NOT_LITERAL"):
+        ranges = ((av, av),)
+        plain = ir.complement_ranges(ranges, ir.MAX_UNICODE) if name == "NOT_LITERAL" else ranges
         if not flags & _I:
-            ranges = ((av, av),)
-            return ir.complement_ranges(ranges, ir.MAX_UNICODE) if name == "NOT_LITERAL" else ranges
+            return plain
         text = ("[^%s]" if name == "NOT_LITERAL" else "%s") % _esc(av)
-        return _ranges_by_re(text, flags & (_I | _A))
+        return _ranges_by_re(text, flags & (_I | _A), plain)
     if name != "IN":
         raise GrammarError(f"unexpected regex item {name}", where=where)
     negate = bool(av) and str(av[0][0]) == "NEGATE"
     items = av[1:] if negate else av
-    by_re = bool(flags & _I) or any(str(o) == "CATEGORY" for o, _ in items)
-    if not by_re:
-        ranges = [(a, a) if str(o) == "LITERAL" else a for o, a in items]
-        return ir.complement_ranges(ranges, ir.MAX_UNICODE) if negate else ir.normalize_ranges(ranges, ir.MAX_UNICODE)
-    parts = []
+    parts, ranges = [], []
     for o, a in items:
         kind = str(o)
         if kind == "LITERAL":
             parts.append(_esc(a))
+            ranges.append((a, a))
         elif kind == "RANGE":
             parts.append(f"{_esc(a[0])}-{_esc(a[1])}")
+            ranges.append(a)
         elif kind == "CATEGORY" and str(a) in _CATEGORY_ESCAPES:
             parts.append(_CATEGORY_ESCAPES[str(a)])
+            ranges.extend(_ranges_by_re(_CATEGORY_ESCAPES[str(a)], flags & _A))
         else:
             raise GrammarError(f"unsupported character class item {kind} {a}", where=where)
-    return _ranges_by_re("[%s%s]" % ("^" if negate else "", "".join(parts)), flags & (_I | _A))
+    plain = ir.complement_ranges(ranges, ir.MAX_UNICODE) if negate else ir.normalize_ranges(ranges, ir.MAX_UNICODE)
+    if not flags & _I:
+        return plain
+    return _ranges_by_re("[%s%s]" % ("^" if negate else "", "".join(parts)), flags & (_I | _A), plain)
 
 
 def _check_flags(flags: int, where: str) -> None:

@@ -120,3 +120,21 @@ def test_case_folding_is_re_s():
     for s in ["ks", "KS", "\u212a\u017f", "kS"]:
         assert in_language(term.dfa, s)
     assert not in_language(term.dfa, "kz")
+
+
+@pytest.mark.parametrize("pattern", [
+    "a", "k", "s", "\u00df", "\u03c3", "i", "\u0130", "[a-z]", "[^a-z]", r"\w", r"[^\W\d]", "[\u0391-\u03a9]",
+    "[^\u212a]", "\u01c5", "[0-9A-F]", "(?a:k)", "(?a:[^k])", r"\D",
+])
+def test_character_classes_under_i_match_re_on_every_code_point(pattern):
+    """Under ``i`` only the cased code points are asked of ``re``; the answer must equal asking ``re``
+    about every code point (surrogates aside: they have no UTF-8 form)."""
+    term = compile_terminal(f"(?i:{pattern})", where="test")
+    got = {(lo, hi) for lo, hi, _ in term.dfa.trans[0]}
+    everything = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
+    want_points = {m.start() if m.start() < 0xD800 else m.start() + 0x800
+                   for m in re.finditer(f"(?i:{pattern})", everything)}
+    got_points = set()
+    for lo, hi in got:
+        got_points.update(p for p in range(lo, hi + 1) if not 0xD800 <= p <= 0xDFFF)
+    assert got_points == want_points
