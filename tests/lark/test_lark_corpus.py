@@ -92,18 +92,39 @@ def _lark_loads(text: str) -> bool:
 
 
 def random_text(compiled, rng: random.Random, pool: list[str], max_len: int) -> str:
-    """A seeded character-level walk of the compiled grammar (every prefix is viable)."""
+    """A seeded character-level walk of the compiled grammar (every prefix is viable), finished
+    half of the time by the shortest completion a bounded breadth-first search finds."""
     state, out = compiled.start_state, []
     for _ in range(max_len):
         if compiled.is_accepting(state) and rng.random() < 0.12:
-            break
+            return "".join(out)
         order = rng.sample(pool, len(pool))
         nxt = [(c, s) for c in order if (s := compiled.walk(state, c.encode())) is not None]
         if not nxt:
             break
         c, state = nxt[0] if rng.random() < 0.6 else rng.choice(nxt)
         out.append(c)
+    if rng.random() < 0.5:
+        out.append(shortest_completion(compiled, state, pool) or "")
     return "".join(out)
+
+
+def shortest_completion(compiled, state, pool: list[str], max_states: int = 3000) -> str | None:
+    """The shortest string over ``pool`` that takes ``state`` to an accepting state (BFS)."""
+    seen = {state}
+    frontier = [(state, "")]
+    while frontier and len(seen) < max_states:
+        nxt = []
+        for st, text in frontier:
+            if compiled.is_accepting(st):
+                return text
+            for c in pool:
+                s2 = compiled.walk(st, c.encode())
+                if s2 is not None and s2 not in seen:
+                    seen.add(s2)
+                    nxt.append((s2, text + c))
+        frontier = nxt
+    return None
 
 
 def edit(s: str, rng: random.Random, pool: list[str]) -> str:
