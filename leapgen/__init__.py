@@ -10,7 +10,7 @@ and the packed int32 token bitmask helpers.
 from leapgen.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from leapgen.compiler import CompiledGrammar, GrammarCompiler
 from leapgen.errors import (CompileLimitError, GrammarError, LeapgenError, RegexError, SchemaError, StackDepthError,
-                            TokenizerError)
+                            StructuralTagError, TokenizerError)
 from leapgen.matcher import BatchGrammarMatcher, GrammarMatcher
 from leapgen.version import __version__
 from leapgen.vocab import TokenizerInfo, VocabType
@@ -27,6 +27,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "BatchGrammarMatcher", "CompileLimitError", "CompiledGrammar", "GrammarCompiler", "GrammarError", "GrammarMatcher", "LLM",
-    "LeapgenError", "RegexError", "SamplingParams", "SchemaError", "StackDepthError", "TokenizerError", "TokenizerInfo",
+    "LeapgenError", "RegexError", "SamplingParams", "SchemaError", "StackDepthError", "StructuralTagError",
+    "TokenizerError", "TokenizerInfo",
     "VocabType", "allocate_token_bitmask", "apply_token_bitmask_inplace", "__version__",
 ]

@@ -46,6 +46,17 @@ class SchemaError(GrammarError):
         super().__init__(message, where=f"JSON pointer {pointer or '/'!s}")
 
 
+class StructuralTagError(GrammarError):
+    """A structural tag is malformed or uses a format leapgen does not support;
+    ``where`` holds the JSON pointer (RFC 6901) into the tag, then the place
+    inside a content (a regex offset, an EBNF line:column) when there is one."""
+
+    def __init__(self, message: str, *, pointer: str, inner: str | None = None):
+        self.pointer = pointer
+        place = f"JSON pointer {pointer or '/'!s}"
+        super().__init__(message, where=place if inner is None else f"{place}, {inner}")
+
+
 class CompileLimitError(GrammarError):
     """Compiling would exceed a configured limit (automaton states, time)."""
 

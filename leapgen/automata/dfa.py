@@ -73,6 +73,10 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
         left = compile_dfa(node.left, max_states=max_states)
         right = compile_dfa(node.right, max_states=max_states)
         return product(left, right, difference=True, max_states=max_states)
+    if isinstance(node, ir.Quotient) and rule_ids is None:
+        return right_quotient(compile_dfa(node.left, max_states=max_states), node.suffix)
+    if isinstance(node, ir.Embed) and rule_ids is None:
+        return compile_dfa(node.item, max_states=max_states)
     if rule_ids is None:
         with _SUB_DFA_LOCK:
             got = _SUB_DFA_CACHE.get((node, max_states))
@@ -90,6 +94,19 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
             while len(_SUB_DFA_CACHE) > SUB_DFA_CACHE_ENTRIES:
                 _SUB_DFA_CACHE.popitem(last=False)
     return out
+
+
+def right_quotient(dfa: Dfa, suffix: bytes) -> Dfa:
+    """The DFA of ``L / suffix`` (the strings ``w`` with ``w + suffix`` in ``L``): the same
+    transitions, accepting where ``suffix`` walks to an accepting state; minimized. Pure."""
+    if dfa.is_empty:
+        return dfa
+    q = np.arange(dfa.n_states)
+    for b in suffix:
+        q = np.where(q >= 0, dfa.trans[np.maximum(q, 0), b], -1)
+    accepting = np.zeros(dfa.n_states, bool)
+    accepting[q >= 0] = dfa.accepting[q[q >= 0]]
+    return minimize(Dfa(dfa.trans, accepting, dfa.start))
 
 
 def trim(dfa: Dfa) -> Dfa:

@@ -3,8 +3,9 @@
 Thompson, "Regular expression search algorithm", CACM 11(6), 1968. Each IR
 node becomes a fragment with one entry and one exit state; edges carry
 inclusive byte ranges, epsilon edges are kept apart. ``Intersect`` and
-``Diff`` are built as DFA products (see :mod:`leapgen.automata.dfa`) and
-embedded back as NFA fragments. A composite node met again (the copies of a
+``Diff`` are built as DFA products, ``Quotient`` as a DFA with other
+accepting states, ``Embed`` as its item's own DFA (see
+:mod:`leapgen.automata.dfa`), and embedded back as NFA fragments. A composite node met again (the copies of a
 ``Repeat``, a subschema used twice) is not rebuilt: its first fragment's
 states are consecutive and its edges contiguous in the edge lists, so the
 copy is that slice shifted to new state numbers. ``Repeat`` fragments (a
@@ -231,7 +232,7 @@ class Nfa:
             self.add_eps(e, s2)
             self.add_eps(e2, s)
             return s, e
-        if isinstance(node, (ir.Intersect, ir.Diff)):
+        if isinstance(node, (ir.Intersect, ir.Diff, ir.Quotient, ir.Embed)):
             return self.embed(self._compile_dfa(node))
         if isinstance(node, ir.RuleRef):
             if self._rule_ids is None or node.name not in self._rule_ids:

@@ -218,6 +218,17 @@ class GrammarBackend(ABC):
     def compile_builtin_json(self) -> Any:
         """Compile the engine's grammar of any JSON value."""
 
+    def compile_structural_tag(self, tag: dict | str) -> Any:
+        """Compile a structural tag (xgrammar's format, see
+        :meth:`leapgen.GrammarCompiler.compile_structural_tag`).
+
+        Raises
+        ------
+        GrammarError
+            The tag is malformed, or this engine has no structural tags.
+        """
+        raise GrammarError(f"the {self.name} backend has no structural tags")
+
     @abstractmethod
     def new_state(self, compiled: Any) -> GrammarState:
         """A fresh cursor at the start of a compiled grammar."""

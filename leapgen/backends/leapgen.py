@@ -56,6 +56,9 @@ class LeapgenBackend(GrammarBackend):
     def compile_builtin_json(self) -> CompiledGrammar:
         return self.compiler.compile_builtin_json_grammar()
 
+    def compile_structural_tag(self, tag: dict | str) -> CompiledGrammar:
+        return self.compiler.compile_structural_tag(tag)
+
     def new_state(self, compiled: CompiledGrammar) -> LeapgenState:
         return LeapgenState(compiled)
 

@@ -108,6 +108,14 @@ class XgrammarBackend(GrammarBackend):
     def compile_builtin_json(self):
         return self._compile(GrammarError, self.compiler.compile_builtin_json_grammar)
 
+    def compile_structural_tag(self, tag: dict | str):
+        text = tag if isinstance(tag, str) else json.dumps(tag)
+        if isinstance(tag, dict) and "format" not in tag and "structures" in tag:  # the legacy form
+            items = [self._xgr.StructuralTagItem(begin=s["begin"], schema=s["schema"], end=s["end"])
+                     for s in tag["structures"]]
+            return self._compile(GrammarError, self.compiler.compile_structural_tag, items, tag["triggers"])
+        return self._compile(GrammarError, self.compiler.compile_structural_tag, text)
+
     def new_state(self, compiled) -> XgrammarState:
         return XgrammarState(self._xgr.GrammarMatcher(compiled))
 

@@ -17,11 +17,20 @@ from typing import Hashable
 import numpy as np
 
 from leapgen.automata import Dfa
+from leapgen.automata.limits import check_deadline
 from leapgen.compiler.token_index import TokenIndex
+from leapgen.compiler.token_literals import find_token_literals, lead_free_words, set_literal_bits
+from leapgen.grammar.ir import TOKEN_LEAD
 from leapgen.vocab import TokenizerInfo
 
 DEFAULT_MASK_CACHE_BYTES = 256 << 20
 MAX_FORCED_BYTES = 1 << 16
+#: A state from which at least this many of the 256 bytes may follow is a *free-text* state (any
+#: character: 179 bytes start one; a JSON string body allows 144).
+WIDE_STATE_BYTES = 170
+#: The kind of grammars compiled from structural tags: the only ones whose automaton may hold
+#: token literals (see :mod:`leapgen.compiler.token_literals`).
+STRUCTURAL_TAG_KIND = "structural_tag"
 
 
 class CompiledGrammar:
@@ -34,13 +43,17 @@ class CompiledGrammar:
         Where the grammar is looser than its source (e.g. a ``oneOf`` compiled
         as ``anyOf``). Empty when the grammar is exact.
     kind : str
-        ``"regex"``, ``"json_schema"``, ``"ebnf"``, ``"lark"`` or ``"ir"``.
+        ``"regex"``, ``"json_schema"``, ``"ebnf"``, ``"lark"``, ``"structural_tag"`` or ``"ir"``.
     compile_ms : float
         Wall time of the compile, in milliseconds.
     is_regular : bool
         True for a single DFA (the fast path), False for a pushdown grammar.
     mask_cache_hits, mask_cache_misses : int
         Bitmask rows served from the per-state cache / computed.
+    token_literals : dict of int to bytes
+        Special or added tokens the grammar matches as tokens (a structural
+        tag's markers), id -> the bytes of its token literal; empty for other
+        grammars. Read-only.
     """
 
     is_regular = True
@@ -59,6 +72,13 @@ class CompiledGrammar:
         self._lock = threading.Lock()
         self.mask_cache_hits = 0
         self.mask_cache_misses = 0
+        self.token_literals: dict[int, bytes] = {}
+        self._slices = None  # the token index's own (see use_slices)
+
+    def _find_token_literals(self, byte_tables) -> None:
+        """Set :attr:`token_literals` from the automaton's tables (grammars of a structural tag only)."""
+        if self.kind == STRUCTURAL_TAG_KIND:
+            self.token_literals = find_token_literals(byte_tables, self.tokenizer_info)
 
     # -- what subclasses provide -------------------------------------------------------------
 
@@ -85,6 +105,26 @@ class CompiledGrammar:
         there, else -1."""
         raise NotImplementedError
 
+    def use_slices(self, slices) -> None:
+        """Try these token slices (a :class:`~leapgen.compiler.token_index.SliceSet`, e.g. with the free-text
+        slice of :meth:`TokenIndex.with_free_text_slice`) in masks from now on; the set only
+        shortcuts walks, masks are the same (mutates the grammar's caches of slice checks)."""
+        self._slices = slices
+        self._slice_memo = self.token_index.new_slice_memo(self._slice_memo.shape[1], slices)
+
+    def prepare_free_text(self, limit: int) -> None:
+        """Compute now the masks of the free-text states (:data:`WIDE_STATE_BYTES`), at most
+        ``limit`` of them: almost every token lives there, so a mask is a walk of the whole
+        vocabulary (a few ms with 128k tokens) that no token slice shortcuts when a trigger
+        lies ahead. Fills caches only (meaning unchanged).
+
+        Raises
+        ------
+        CompileLimitError
+            The compile time limit (:mod:`leapgen.automata.limits`) passed.
+        """
+        raise NotImplementedError
+
     def rejected_for_depth(self, state: Hashable, data: bytes) -> bool:
         """Whether ``data``, rejected from ``state``, would be accepted but for
         the stack depth bound (never for a regular grammar; pure, uncached)."""
@@ -108,6 +148,9 @@ class CompiledGrammar:
             return got
         self.mask_cache_misses += 1
         words = self._allowed_bits(state)
+        if self.token_literals:
+            lead_free = lead_free_words(self.token_index, self.tokenizer_info)
+            set_literal_bits(words, state, self.walk, self.token_literals, lead_free)
         self.token_index.set_stop_bits(words, self.is_accepting(state))
         row = words.view(np.int32)
         row.flags.writeable = False
@@ -174,6 +217,7 @@ class RegularGrammar(CompiledGrammar):
         self._accepting_list = dfa.accepting.tolist()
         self._all_live = np.ones(dfa.n_states, np.int8)  # a trimmed DFA: every state can still finish
         self._slice_memo = token_index.new_slice_memo(dfa.n_states)
+        self._find_token_literals([dfa.trans])
 
     @property
     def n_states(self) -> int:
@@ -195,12 +239,21 @@ class RegularGrammar(CompiledGrammar):
         return self._accepting_list[state]
 
     def _allowed_bits(self, state: int) -> np.ndarray:
-        words, _ = self.token_index.token_sets(self.trans_flat, state, self._all_live, self._slice_memo)
+        words, _ = self.token_index.token_sets(self.trans_flat, state, self._all_live, self._slice_memo,
+                                               self._slices)
         return words
+
+    def prepare_free_text(self, limit: int) -> None:
+        wide = np.flatnonzero((self.dfa.trans >= 0).sum(axis=1) >= WIDE_STATE_BYTES)
+        for state in wide[:limit].tolist():
+            check_deadline("computing the masks of free-text states")
+            self.bitmask_row(state)
 
     def _forced_byte(self, state: int) -> int:
         if self._forced_bytes_of is None:  # first jump-forward: every state's at once (compiles stay cheap)
             live = self.dfa.trans >= 0
+            if self.token_literals:
+                live[:, TOKEN_LEAD] = False  # a token literal is not text (see token_literals)
             only = np.where(live.sum(axis=1) == 1, np.argmax(live, axis=1), -1)
             self._forced_bytes_of = np.where(self.dfa.accepting, -1, only).tolist()
         return self._forced_bytes_of[state]

@@ -21,7 +21,8 @@ import numpy as np
 
 from leapgen.automata.limits import check_deadline
 from leapgen.automata.pda import Config, Pda
-from leapgen.compiler.compiled import CompiledGrammar
+from leapgen.compiler.compiled import WIDE_STATE_BYTES, CompiledGrammar
+from leapgen.grammar.ir import TOKEN_LEAD
 
 MAX_CONFIG_CACHE = 1 << 16
 #: Distinct sets of top frames whose joined sorts are kept (two bitsets each).
@@ -88,6 +89,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
         self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat))
         self._automaton = pda.walk_arrays
+        self._find_token_literals([d.trans for d in pda.dfas])
 
     @property
     def n_states(self) -> int:
@@ -141,6 +143,8 @@ class ContextFreeGrammar(CompiledGrammar):
         if exp.complete:
             return -1
         live = np.flatnonzero(self.pda.next_bytes(exp))
+        if self.token_literals:
+            live = live[live != TOKEN_LEAD]  # a token literal is not text (see token_literals)
         return int(live[0]) if len(live) == 1 else -1
 
     def frame_tokens(self, rule: int, state: int) -> FrameSort:
@@ -153,7 +157,8 @@ class ContextFreeGrammar(CompiledGrammar):
         return got
 
     def _sort_frame(self, g: int, own_trie: bool = False) -> FrameSort:
-        certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo)
+        certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo,
+                                                                 self._slices)
         has_uncertain = bool(uncertain.any())
         walk = self.token_index.candidate_walk(uncertain, own_trie) if has_uncertain else None
         return FrameSort(certain, uncertain, pushed, has_uncertain, walk)
@@ -171,6 +176,13 @@ class ContextFreeGrammar(CompiledGrammar):
             if g not in self._frame_tokens:
                 self._frame_tokens[g] = self._sort_frame(g, own_trie=True)
         self._all_sorted = True
+
+    def prepare_free_text(self, limit: int) -> None:
+        wide = np.flatnonzero((self.pda.trans_flat.reshape(-1, 256) >= 0).sum(axis=1) >= WIDE_STATE_BYTES)
+        for g in wide[:limit].tolist():
+            check_deadline("sorting the tokens of free-text states")
+            if g not in self._frame_tokens:
+                self._frame_tokens[g] = self._sort_frame(g, own_trie=True)
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
         # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:

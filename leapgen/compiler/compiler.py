@@ -12,7 +12,7 @@ from typing import Any
 from leapgen.automata import DEFAULT_MAX_STATES, compile_dfa
 from leapgen.automata.limits import time_limit
 from leapgen.automata.pda import DEFAULT_MAX_STACK_DEPTH, Pda
-from leapgen.compiler.compiled import DEFAULT_MASK_CACHE_BYTES, CompiledGrammar, RegularGrammar
+from leapgen.compiler.compiled import DEFAULT_MASK_CACHE_BYTES, STRUCTURAL_TAG_KIND, CompiledGrammar, RegularGrammar
 from leapgen.compiler.compiled_cfg import EAGER_FRAMES, ContextFreeGrammar
 from leapgen.compiler.disk_cache import DiskCache
 from leapgen.compiler.service import CompileCache
@@ -74,7 +74,7 @@ _WARM_UP_SCHEMA = {"type": "object", "properties": {
 
 
 class GrammarCompiler:
-    """Compiles regexes, JSON Schemas, EBNF and Lark grammars for one vocabulary.
+    """Compiles regexes, JSON Schemas, EBNF and Lark grammars and structural tags for one vocabulary.
 
     Thread-safe. Compiled grammars are immutable and cached in an LRU bounded
     in entries and bytes, keyed by a canonical form of the grammar and its
@@ -137,6 +137,7 @@ class GrammarCompiler:
             disk = DiskCache(cache_dir, fingerprint=tokenizer_info.fingerprint, version=__version__)
         self.cache = CompileCache(max_entries=cache_entries, max_bytes=cache_bytes, disk=disk, revive=self._revive)
         self._pool: ThreadPoolExecutor | None = None
+        self._added: dict[str, list[int]] | None = None
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -301,6 +302,138 @@ class GrammarCompiler:
         return self._cached(("lark", lark_text, start), "lark",
                             lambda: (parse_lark(lark_text, start=start), ()))
 
+    def compile_structural_tag(self, tag: dict | str | bytes, *, any_whitespace: bool = True,
+                               separators: tuple[str, str] | None = None,
+                               strict_mode: bool = True) -> CompiledGrammar:
+        """Compile a structural tag (xgrammar's format): free text interleaved with constrained tags.
+
+        Parameters
+        ----------
+        tag : dict, str, bytes or leapgen.grammar.structural.StructuralTag
+            The tag as xgrammar 0.2 accepts it, or its JSON text, in either form:
+            ``{"type": "structural_tag", "format": FORMAT}``, or the legacy
+            ``{"type": "structural_tag", "structures": [{"begin", "schema", "end"}], "triggers": [...]}``
+            (a ``triggered_tags`` of JSON-Schema tags; both compile to the same grammar). Not mutated.
+        any_whitespace : bool, default True
+            The layout of its ``json_schema`` contents: flexible whitespace, as
+            xgrammar compiles them (``max_whitespace_cnt`` bounds a run, else
+            20 characters). False: the fixed layout of ``separators`` (default
+            ``(",", ":")``; ``(", ", ": ")`` is ``json.dumps``'s, which tool
+            calls use), where each key is forced text that jump-forward appends.
+        separators : (str, str) or None
+            With ``any_whitespace=False``: item and key separators.
+        strict_mode : bool, default True
+            Objects admit no property their schema does not allow explicitly
+            (xgrammar's reading); False: the specification's.
+
+        Returns
+        -------
+        CompiledGrammar
+            Cached by the tag's canonical form. ``token_literals`` lists the
+            special or added tokens it matches as markers.
+
+        Raises
+        ------
+        StructuralTagError
+            A malformed tag, an unsupported format or field, a content its
+            front-end refuses; ``where`` is the JSON pointer into the tag (then
+            the schema pointer, regex offset or EBNF line:column inside it).
+        CompileLimitError
+            An automaton is too large.
+
+        Notes
+        -----
+        FORMAT is one object with a ``"type"`` (xgrammar's fields and defaults):
+
+        - ``{"type": "const_string", "value": "Answer: "}``
+        - ``{"type": "json_schema", "json_schema": {...}}``: JSON with flexible
+          whitespace (``max_whitespace_cnt`` bounds each run) and strict objects;
+          ``{"type": "regex", "pattern": "[0-9]+"}``; ``{"type": "grammar",
+          "grammar": "root ::= ..."}`` (EBNF).
+        - ``{"type": "any_text", "excludes": ["</answer>"], "max_chars": 200}``: any
+          text holding none of ``excludes``, nor, inside a ``tag``, its end.
+        - ``{"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"}``;
+          ``end`` may be a list; ``begin``/``end`` may be ``{"type": "token", "token": ...}``.
+        - ``sequence`` / ``or`` (``elements``), ``optional`` / ``star`` / ``plus``
+          (``content``), ``repeat`` (``min``, ``max``, -1 unbounded, ``content``).
+        - ``triggered_tags``: free text until one of ``triggers`` appears, then
+          a tag whose begin starts with it, then free text again::
+
+              {"type": "triggered_tags", "triggers": ["<tool_call>"],
+               "tags": [{"begin": "<tool_call>\\n{\\"name\\": \\"get_weather\\", \\"arguments\\": ",
+                         "content": {"type": "json_schema", "json_schema": {"type": "object", ...}},
+                         "end": "}\\n</tool_call>"}],
+               "at_least_one": false, "stop_after_first": false}
+
+          ``at_least_one``: the output starts with a tag; ``stop_after_first``:
+          it ends after the first tag; ``excludes``: strings the free text
+          never holds. A trigger counts where the scan's longest partial match
+          is exactly that trigger, as in xgrammar's scan (with triggers ``<``
+          and ``y<a``, the ``<`` of ``y<x`` is text). A token may hold the end
+          of a trigger and the start of its tag; masks are exact there.
+        - ``tags_with_separator``: tags separated by ``separator`` and nothing
+          else, e.g. ``[{...}, {...}]`` call lists.
+
+        Reasoning then tools::
+
+            {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+                {"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"},
+                {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [...]}]}}
+
+        A begin, end, trigger, separator or constant string that holds the
+        text of one special or added token (Qwen's ``<tool_call>``,
+        ``</think>``) matches that token too, wherever the text may come, as
+        well as the text spelled in ordinary tokens; other special tokens stay
+        forbidden, and stop tokens keep their role. Jump-forward forces a tag's
+        begin once its trigger is complete, its end (as text, which the engine
+        retokenizes) and, with a fixed JSON layout, its keys.
+
+        Deliberate differences from xgrammar 0.2 (everything else accepts the
+        same strings):
+
+        - fields a format does not have are errors (xgrammar ignores them), and
+          so are an empty string in ``excludes`` (xgrammar's ``any_text`` then
+          matches the empty text alone), ``any_text.max_tokens``,
+          ``json_schema`` styles other than ``"json"``, ``any_order``,
+          ``excludes`` of a ``json_schema``, Lark grammars and the token-level
+          dispatch formats (``exclude_token``, ``any_tokens``,
+          ``token_triggered_tags``, ``dispatch``, ``token_dispatch``), which
+          this version does not compile;
+        - JSON whitespace runs are bounded (20 characters unless
+          ``max_whitespace_cnt`` says otherwise; xgrammar: unbounded), and
+          ``any_whitespace=False`` fixes the layout; regexes and EBNF follow
+          leapgen's dialects (ECMAScript, GBNF);
+        - added tokens that are not special (Qwen's ``<think>``) match only
+          where the tag names their text (xgrammar treats them as ordinary text
+          tokens everywhere); a ``token`` format names a special or added
+          token, never an ordinary one;
+        - a ``token`` format or marker naming a stop token is an error / text
+          only (the stop token ends generation);
+        - masks are exact over UTF-8 text: where any text may follow,
+          xgrammar's mask is all ones (a token holding a stray continuation
+          byte, a special token), leapgen's is not.
+        """
+        from leapgen.compiler.structural_tags import added_tokens, prepare_free_text
+        from leapgen.grammar.structural import parse_structural_tag, structural_tag_to_ir
+
+        parsed = parse_structural_tag(tag)
+        options = dict(any_whitespace=any_whitespace, separators=None if any_whitespace else separators,
+                       strict_mode=strict_mode)
+        key = ("structural_tag", json.dumps(canonical_schema(parsed.to_dict())),
+               tuple(sorted((k, repr(v)) for k, v in options.items())))
+        if self._added is None:
+            self._added = added_tokens(self.tokenizer_info)
+
+        def lower(rules: str):
+            return lambda: structural_tag_to_ir(parsed, added_tokens=self._added, rules=rules, **options)
+
+        # Tags whose contents overlap (two with one begin, free text in both) multiply into one DFA; past the
+        # state limit, every tag's content becomes a rule and the pushdown layer carries the alternatives.
+        return self.cache.get_or_compile(key, lambda: self._build(
+            STRUCTURAL_TAG_KIND, lower("auto"), lower("all"),
+            prepare=lambda compiled: prepare_free_text(compiled, parsed, self.token_index)))
+
+
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Compile the grammar of any JSON value (RFC 8259), nested to any
         depth, with bounded whitespace (see :mod:`leapgen.grammar.builtin`)."""
@@ -318,7 +451,8 @@ class GrammarCompiler:
         Parameters
         ----------
         kind : str
-            ``"regex"``, ``"json_schema"``, ``"grammar"`` (EBNF), ``"lark"`` or ``"builtin_json"``.
+            ``"regex"``, ``"json_schema"``, ``"grammar"`` (EBNF), ``"lark"``, ``"structural_tag"`` or
+            ``"builtin_json"``.
         *args, **kwargs
             Those of the matching ``compile_*`` method.
 
@@ -334,7 +468,7 @@ class GrammarCompiler:
         """
         methods = {"regex": self.compile_regex, "json_schema": self.compile_json_schema,
                    "grammar": self.compile_grammar, "lark": self.compile_lark,
-                   "builtin_json": self.compile_builtin_json_grammar}
+                   "builtin_json": self.compile_builtin_json_grammar, "structural_tag": self.compile_structural_tag}
         if kind not in methods:
             raise ValueError(f"unknown grammar kind {kind!r}; expected one of {sorted(methods)}")
         if self._pool is None:
@@ -351,18 +485,36 @@ class GrammarCompiler:
     def _cached(self, key: tuple, kind: str, front_end) -> CompiledGrammar:
         return self.cache.get_or_compile(key, lambda: self._build(kind, front_end))
 
-    def _revive(self, dfa, kind: str, warnings) -> CompiledGrammar:
-        """A RegularGrammar from a DFA read from the disk cache."""
+    def _revive(self, dfa, kind: str, warnings, key: tuple) -> CompiledGrammar:
+        """A RegularGrammar from a DFA read from the disk cache (``key``: the cache key it was stored under)."""
         t0 = time.perf_counter()
         compiled = RegularGrammar(dfa, self.tokenizer_info, self.token_index, kind=kind, warnings=warnings,
                                   mask_cache_bytes=self.mask_cache_bytes)
+        if kind == STRUCTURAL_TAG_KIND:
+            from leapgen.compiler.structural_tags import prepare_free_text
+            from leapgen.grammar.structural import parse_structural_tag
+
+            prepare_free_text(compiled, parse_structural_tag(key[1]), self.token_index)
         compiled.compile_ms = (time.perf_counter() - t0) * 1e3
         return compiled
 
-    def _build(self, kind: str, front_end) -> CompiledGrammar:
+    def _build(self, kind: str, front_end, fallback=None, prepare=None) -> CompiledGrammar:
+        """Compile under the time limit; ``fallback``, another front-end, is tried when the first
+        one's automaton passes a limit (the deadline stays the same); ``prepare(compiled)`` then
+        fills caches (counted in ``compile_ms``)."""
         with time_limit(self.max_compile_seconds):
             try:
-                return self._build_unlimited(kind, front_end)
+                try:
+                    compiled = self._build_unlimited(kind, front_end)
+                except CompileLimitError:
+                    if fallback is None:
+                        raise
+                    compiled = self._build_unlimited(kind, fallback)
+                if prepare is not None:
+                    t0 = time.perf_counter()
+                    prepare(compiled)
+                    compiled.compile_ms += (time.perf_counter() - t0) * 1e3
+                return compiled
             except RecursionError:
                 # The front-ends, IR passes and automaton constructions recurse over
                 # the grammar's nesting; a grammar too deep for them is a limit, not a crash.

@@ -40,7 +40,7 @@ class CompileCache:
         newest grammar is always kept.
     disk : DiskCache, optional
     revive : callable, optional
-        ``revive(dfa, kind, warnings) -> CompiledGrammar`` for disk entries;
+        ``revive(dfa, kind, warnings, key) -> CompiledGrammar`` for disk entries;
         required with ``disk``.
     max_failures : int, default 1024
         Failed grammars remembered.
@@ -111,7 +111,7 @@ class CompileCache:
             if stored is not None:
                 with self._lock:
                     self.disk_hits += 1
-                return self._revive(*stored)
+                return self._revive(*stored, key)
         try:
             compiled = build()
         except GrammarError as e:

@@ -14,14 +14,15 @@ configurations).
 
 from __future__ import annotations
 
-from typing import Callable, Hashable
+from typing import Callable, Hashable, NamedTuple
 
 import numpy as np
 
 from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import pda_kernels, trie_kernels
-from leapgen.compiler.token_slices import (LOOP, UNBOUNDED, TokenSlice, build_slices, first_slice, new_memo,
-                                           pack_char_dfas)
+from leapgen.compiler.token_slices import (LOOP, UNBOUNDED, TokenSlice, build_slice, build_slices, first_slice,
+                                           new_memo, pack_char_dfas)
+from leapgen.grammar import ir
 from leapgen.vocab import TokenizerInfo
 
 _ONE_FRAME = np.ones(1, np.int32)
@@ -33,6 +34,16 @@ _NO_WORK_LIMIT = 1 << 60
 #: many places (at most 2,000 items for the builtin JSON grammar's frames). Past it, the refinement
 #: stops at the rule's return instead.
 CONTEXT_WORK_LIMIT = 3_000
+#: Slice sets with a free-text slice kept per vocabulary (:meth:`TokenIndex.with_free_text_slice`).
+MAX_FREE_TEXT_SLICES = 16
+
+
+class SliceSet(NamedTuple):
+    """Token slices tried in this order (biggest first), and their one-character DFAs packed
+    (:func:`~leapgen.compiler.token_slices.pack_char_dfas`)."""
+
+    slices: tuple
+    char_dfas: tuple
 
 
 class TokenIndex:
@@ -65,6 +76,7 @@ class TokenIndex:
         self.use_trie = HAVE_NUMBA if use_trie is None else use_trie
         self._token_bytes = tokenizer_info.token_bytes
         self._rank: np.ndarray | None = None
+        self._free_text: dict[frozenset, SliceSet] = {}
         self.token_slices: list[TokenSlice] = []
         if self.use_trie:
             token_bytes = tokenizer_info.token_bytes
@@ -75,11 +87,14 @@ class TokenIndex:
             node_toks = self._trie[6]
             self._trie_pos = np.full(self.vocab_size, -1, np.int64)  # token id -> position in node_toks
             self._trie_pos[self._row_ids[node_toks[:len(order)]]] = np.arange(len(order))
+            self._lex_order = order
             if use_slices:
                 self.token_slices = build_slices(mat, lens, order, self._row_ids, self.bitmask_words)
             self._char_dfas = pack_char_dfas(self.token_slices)
+            self.default_slices = SliceSet(tuple(self.token_slices), self._char_dfas)
             self._warm_up()
         else:
+            self.default_slices = SliceSet((), ())
             order = np.argsort(-lens.astype(np.int64), kind="stable")
             self.lengths = lens[order].astype(np.int32)
             self.token_ids = ids[order].astype(np.int64)
@@ -115,16 +130,43 @@ class TokenIndex:
             self._rank = got
         return got
 
-    def new_slice_memo(self, n_states: int) -> np.ndarray:
-        """A fresh int32 ``(1 + n_slices, n_states)`` memo for :meth:`token_sets` and :meth:`frame_sets`."""
-        return new_memo(n_states, len(self.token_slices))
+    def new_slice_memo(self, n_states: int, slices: SliceSet | None = None) -> np.ndarray:
+        """A fresh int32 ``(1 + n_slices, n_states)`` memo for :meth:`token_sets` and :meth:`frame_sets`
+        (``slices``: the set they are given, default the vocabulary's)."""
+        return new_memo(n_states, len((slices or self.default_slices).slices))
+
+    def with_free_text_slice(self, stops: frozenset) -> SliceSet:
+        """The vocabulary's slices and the slice of every character but ``stops`` (cached, bounded).
+
+        For the free text of a structural tag, ``stops`` holding the last character of each of its
+        patterns: characters of the slice never complete a trigger or an excluded string, so from
+        a free-text state every string of them stays free text and the slice applies (biggest,
+        tried first), where no vocabulary slice does once a trigger lies ahead. Building it walks
+        the vocabulary once (~0.2 s with 128k tokens); without the trie kernels (or slices), the
+        vocabulary's set.
+        """
+        key = frozenset(stops)
+        got = self._free_text.get(key)
+        if got is None:
+            if not self.token_slices:
+                return self.default_slices
+            node = ir.charset([(ord(c), ord(c)) for c in key], negate=True)
+            extra = build_slice(self._byte_matrix, self._byte_lengths, self._lex_order, self._row_ids,
+                                self.bitmask_words, "free_text", node)
+            slices = tuple(sorted([*self.token_slices, *([extra] if extra is not None else [])], key=lambda s: -s.count))
+            got = SliceSet(slices, pack_char_dfas(list(slices)))
+            if len(self._free_text) >= MAX_FREE_TEXT_SLICES:
+                self._free_text.clear()
+            self._free_text[key] = got
+        return got
 
     def empty_words(self) -> np.ndarray:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""
         return np.zeros(self.bitmask_words, np.uint32)
 
     def token_sets(self, trans_flat: np.ndarray, state: int, state_class: np.ndarray,
-                   slice_memo: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   slice_memo: np.ndarray | None = None,
+                   slices: SliceSet | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Walk every token from ``state`` and sort them by where they end.
 
         Parameters
@@ -141,6 +183,8 @@ class TokenIndex:
             these classes (mutated: see
             :func:`~leapgen.compiler.token_slices.first_slice`); none: a
             fresh one for this call.
+        slices : SliceSet, optional
+            The slices to try (the memo's); default: the vocabulary's.
 
         Returns
         -------
@@ -158,10 +202,11 @@ class TokenIndex:
         a, b = self.empty_words(), self.empty_words()
         if self.use_trie:
             trie, ids = self._trie, self._row_ids
-            memo = self.new_slice_memo(len(state_class)) if slice_memo is None else slice_memo
-            i, k, target = first_slice(trans_flat, state, state_class, memo, *self._char_dfas)
+            slices = slices or self.default_slices
+            memo = self.new_slice_memo(len(state_class), slices) if slice_memo is None else slice_memo
+            i, k, target = first_slice(trans_flat, state, state_class, memo, *slices.char_dfas)
             if i >= 0:
-                words, sliced, sliced_ids = self.token_slices[i].split(k)
+                words, sliced, sliced_ids = slices.slices[i].split(k)
                 if words is not None:
                     (a if target == 1 else b)[:] = words
                 if sliced is not None:
@@ -175,8 +220,8 @@ class TokenIndex:
             np.bitwise_or.at(words, chosen >> 5, (np.uint32(1) << (chosen & 31).astype(np.uint32)))
         return a, b
 
-    def frame_sets(self, automaton: tuple, state: int, live: np.ndarray,
-                   slice_memo: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    def frame_sets(self, automaton: tuple, state: int, live: np.ndarray, slice_memo: np.ndarray | None = None,
+                   slices: SliceSet | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
 
         Parameters
@@ -190,6 +235,8 @@ class TokenIndex:
             int8, ``(n_states,)``, all ones (the token slices' state classes).
         slice_memo : numpy.ndarray, optional
             As :meth:`token_sets` (mutated).
+        slices : SliceSet, optional
+            As :meth:`token_sets`.
 
         Returns
         -------
@@ -206,12 +253,13 @@ class TokenIndex:
             return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes) + (0,)
         certain, uncertain = self.empty_words(), self.empty_words()
         trie, ids = self._trie, self._row_ids
-        memo = self.new_slice_memo(len(live)) if slice_memo is None else slice_memo
-        i, k, _ = first_slice(trans_flat, state, live, memo, *self._char_dfas)
+        slices = slices or self.default_slices
+        memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
+        i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
         if i >= 0:
             if k == LOOP and leave_row[state] >= 0:
                 k = UNBOUNDED  # the remainder trie walks from after the prefix, where other paths may be open
-            words, sliced, sliced_ids = self.token_slices[i].split(k)
+            words, sliced, sliced_ids = slices.slices[i].split(k)
             if words is not None:
                 certain[:] = words
             if sliced is not None:

@@ -83,6 +83,7 @@ class GrammarManager:
         self.stop_token_ids = frozenset(stop_token_ids)
         self._compiler = None
         self._healing = None
+        self._text_bytes: tuple[bytes, ...] | None = None
         self._compile_in_process = compile_in_process and backend == "leapgen"
         self._worker = None
         self.tokenizer_info = None
@@ -126,9 +127,21 @@ class GrammarManager:
         if self._healing is None:
             from leapgen.engine.token_healing import TokenHealing
 
-            _ = self.compiler  # builds tokenizer_info
-            self._healing = TokenHealing(self.tokenizer_info.token_bytes, self.tokenizer_info.special_token_ids)
+            self._healing = TokenHealing(self.token_text_bytes, self.tokenizer_info.special_token_ids)
         return self._healing
+
+    @property
+    def token_text_bytes(self) -> tuple[bytes, ...]:
+        """Each token's bytes in the output text, special tokens' texts included (a structural
+        tag's markers are accepted as one special or added token); built on first use."""
+        if self._text_bytes is None:
+            _ = self.compiler  # builds tokenizer_info
+            info = self.tokenizer_info
+            table = list(info.token_bytes)
+            for i, text in info.special_token_texts.items():
+                table[i] = text.encode("utf-8")
+            self._text_bytes = tuple(table)
+        return self._text_bytes
 
     @staticmethod
     def check(params: SamplingParams) -> None:
@@ -163,6 +176,10 @@ class GrammarManager:
             from leapgen.grammar.lark import parse_lark
 
             parse_lark(params.lark)
+        elif params.structural_tag is not None:  # its format tree; its contents are read at compile
+            from leapgen.grammar.structural import parse_structural_tag
+
+            parse_structural_tag(params.structural_tag)
 
     def compile(self, params: SamplingParams) -> tuple[Any, float]:
         """Compile the grammar of ``params``.
@@ -297,6 +314,10 @@ class GrammarManager:
             return "compile_lark", (params.lark,), {}
         if params.json_object:
             return "compile_builtin_json_grammar", (), {}
+        if params.structural_tag is not None:
+            return "compile_structural_tag", (params.structural_tag,), dict(
+                any_whitespace=params.json_any_whitespace, separators=params.json_separators,
+                strict_mode=params.json_strict)
         raise ValueError("these SamplingParams have no grammar")
 
     def _peer_compile(self, kind: str, args: tuple, kwargs: dict) -> Any:
@@ -333,6 +354,11 @@ class GrammarManager:
             return "compile_lark", (params.lark,), {}
         if params.json_object:
             return "compile_builtin_json", (), {}
+        if params.structural_tag is not None:
+            if tuple(params.json_separators) != DEFAULT_JSON_SEPARATORS or not params.json_strict:
+                raise GrammarError(f"the {self.backend_name} backend compiles a structural tag's JSON with "
+                                   "flexible whitespace and strict objects only")
+            return "compile_structural_tag", (params.structural_tag,), {}
         raise ValueError("these SamplingParams have no grammar")
 
     def new_matcher(self, compiled: Any, stop_token_ids: Iterable[int]) -> Any:

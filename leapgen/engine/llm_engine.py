@@ -440,7 +440,7 @@ class LLM:
 
     def _jump_forward(self, req: Request) -> bool:
         """Append the forced text to ``req``; True if its output changed."""
-        token_bytes = self.grammar.tokenizer_info.token_bytes
+        token_bytes = self.grammar.token_text_bytes  # a structural tag's marker tokens included
         try:
             text = b"".join(token_bytes[t] for t in req.output_ids).decode("utf-8")
         except UnicodeDecodeError:

@@ -44,8 +44,17 @@ class SamplingParams:
         the language of Lark's Earley parser (see :mod:`leapgen.grammar.lark`).
     json_object : bool, default False
         Constrain the output to any JSON value (the builtin JSON grammar;
-        OpenAI's ``response_format={"type": "json_object"}``). At most one of
-        ``json_schema``, ``regex``, ``ebnf``, ``lark`` and ``json_object``.
+        OpenAI's ``response_format={"type": "json_object"}``).
+    structural_tag : dict or str or None, default None
+        Constrain the output to a structural tag (xgrammar's format, a dict or
+        its JSON text; both the ``format`` form and the legacy
+        ``structures``/``triggers`` form, e.g. a ``response_format`` of type
+        ``"structural_tag"`` as it is): free text with tool calls, reasoning
+        tags... (see :meth:`leapgen.GrammarCompiler.compile_structural_tag`).
+        Its JSON Schema contents take the layout knobs below (by default the
+        fixed ``", "`` / ``": "`` layout, whose keys jump-forward appends;
+        ``json_indent`` is refused with it). At most one of ``json_schema``,
+        ``regex``, ``ebnf``, ``lark``, ``json_object`` and ``structural_tag``.
     stop : tuple of str, default ()
         Stop strings: the completion ends (``finish_reason="stop"``) at the
         first one that appears in the output text, which is cut before it.
@@ -91,6 +100,7 @@ class SamplingParams:
     ebnf: str | None = None
     lark: str | None = None
     json_object: bool = False
+    structural_tag: dict | str | None = None
     stop: tuple[str, ...] = ()
     jump_forward: bool = True
     json_any_whitespace: bool = False
@@ -129,13 +139,16 @@ class SamplingParams:
         for name in ("ebnf", "lark"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name} must be a str, got {type(getattr(self, name)).__name__}")
+        if self.structural_tag is not None and not isinstance(self.structural_tag, (dict, str)):
+            raise ValueError(f"structural_tag must be a dict or a JSON string, got {type(self.structural_tag).__name__}")
         for name in ("json_object", "json_strict"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        given = [n for n in ("json_schema", "regex", "ebnf", "lark") if getattr(self, n) is not None]
+        given = [n for n in ("json_schema", "regex", "ebnf", "lark", "structural_tag") if getattr(self, n) is not None]
         given += ["json_object"] if self.json_object else []
         if len(given) > 1:
-            raise ValueError(f"give at most one grammar (json_schema, regex, ebnf, lark, json_object), got {given}")
+            raise ValueError(f"give at most one grammar (json_schema, regex, ebnf, lark, json_object, structural_tag), "
+                             f"got {given}")
         stop = (self.stop,) if isinstance(self.stop, str) else self.stop
         if not isinstance(stop, (tuple, list)) or not all(isinstance(x, str) and x for x in stop):
             raise ValueError(f"stop must be a sequence of non-empty str, got {self.stop!r}")
@@ -158,6 +171,8 @@ class SamplingParams:
         object.__setattr__(self, "json_separators", tuple(seps))
         if self.json_indent is not None:
             _check_int("json_indent", self.json_indent, minimum=0)
+            if self.structural_tag is not None:
+                raise ValueError("json_indent does not apply to a structural_tag (its tags hold one-line JSON)")
 
     @property
     def greedy(self) -> bool:
@@ -166,9 +181,9 @@ class SamplingParams:
 
     @property
     def constrained(self) -> bool:
-        """True when a grammar (JSON Schema, regex, EBNF, Lark, JSON) constrains the output."""
+        """True when a grammar (JSON Schema, regex, EBNF, Lark, JSON, structural tag) constrains the output."""
         return (self.json_schema is not None or self.regex is not None or self.ebnf is not None
-                or self.lark is not None or self.json_object)
+                or self.lark is not None or self.json_object or self.structural_tag is not None)
 
 
 def _check_int(name: str, value: Any, *, minimum: int | None = None) -> None:

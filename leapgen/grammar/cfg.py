@@ -68,38 +68,56 @@ def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:
 _LEAVES = frozenset({ir.Bytes, ir.ByteSet, ir.CharSet})
 
 
-def _inliner(rules: dict, kept: set):
-    """A memoized function: IR with every reference to a rule not in ``kept`` replaced by its body."""
+def _rebuild(on_ref):
+    """A memoized function: IR with every rule reference replaced by ``on_ref(ref, rebuild)``
+    (``rebuild`` is the function itself, to rebuild what it returns)."""
     memo: dict[ir.Node, ir.Node] = {}
 
-    def inline(node: ir.Node) -> ir.Node:
+    def rebuild(node: ir.Node) -> ir.Node:
         if type(node) in _LEAVES:  # before the memo: hashing a leaf costs more than returning it
             return node
         got = memo.get(node)
         if got is not None:
             return got
         if isinstance(node, ir.RuleRef):
-            out = node if node.name in kept else inline(rules[node.name])
+            out = on_ref(node, rebuild)
         elif isinstance(node, ir.Seq):
-            out = ir.seq(*(inline(i) for i in node.items))
+            out = ir.seq(*(rebuild(i) for i in node.items))
         elif isinstance(node, ir.Alt):
-            out = ir.alt(*(inline(i) for i in node.items))
+            out = ir.alt(*(rebuild(i) for i in node.items))
         elif isinstance(node, ir.Intersect):
-            out = ir.intersect(*(inline(i) for i in node.items))
+            out = ir.intersect(*(rebuild(i) for i in node.items))
         elif isinstance(node, ir.Repeat):
-            out = ir.repeat(inline(node.item), node.lo, node.hi)
+            out = ir.repeat(rebuild(node.item), node.lo, node.hi)
         elif isinstance(node, ir.Subsets):
-            out = ir.subsets([inline(i) for i in node.items], inline(node.sep))
+            out = ir.subsets([rebuild(i) for i in node.items], rebuild(node.sep))
         elif isinstance(node, ir.Join):
-            out = ir.join(inline(node.item), inline(node.sep))
+            out = ir.join(rebuild(node.item), rebuild(node.sep))
         elif isinstance(node, ir.Diff):
-            out = ir.diff(inline(node.left), inline(node.right))
+            out = ir.diff(rebuild(node.left), rebuild(node.right))
+        elif isinstance(node, ir.Quotient):
+            out = ir.quotient(rebuild(node.left), node.suffix)
+        elif isinstance(node, ir.Embed):
+            out = ir.embed(rebuild(node.item))
         else:
             out = node
         memo[node] = out
         return out
 
-    return inline
+    return rebuild
+
+
+def _inliner(rules: dict, kept: set):
+    """A memoized function: IR with every reference to a rule not in ``kept`` replaced by its body."""
+    return _rebuild(lambda ref, inline: ref if ref.name in kept else inline(rules[ref.name]))
+
+
+def rename_rules(grammar: ir.Grammar, prefix: str) -> ir.Grammar:
+    """``grammar`` with ``prefix`` put before every rule name (definitions, references, the
+    root and ``keep``), to merge it into another grammar without name clashes. Pure."""
+    rename = _rebuild(lambda ref, _: ir.RuleRef(prefix + ref.name))
+    return ir.Grammar({prefix + name: rename(body) for name, body in grammar.rules.items()}, prefix + grammar.root,
+                      frozenset(prefix + name for name in grammar.keep))
 
 
 def inline_rules(rules: dict, root: str) -> ir.Node:

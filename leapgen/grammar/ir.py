@@ -24,8 +24,22 @@ Nodes
                            ``sep``, so the size stays linear.
 ``Intersect(items)``       language intersection (built by DFA product).
 ``Diff(left, right)``      language difference ``left \\ right``.
+``Quotient(left, suffix)`` the right quotient ``left / suffix``: the strings
+                           ``w`` such that ``w + suffix`` is in ``left``.
+``Embed(item)``            the language of ``item`` (no rule reference), built
+                           as a minimal DFA of its own and embedded in the
+                           enclosing automaton (many large alternatives, each
+                           compiled once, instead of one subset construction
+                           over all their NFA states).
 ``RuleRef(name)``          a reference to a named rule of a context-free
                            grammar (resolved by the CFG layer).
+
+A *token literal* (:func:`token_literal`) stands for one special or added
+token of the vocabulary, not for text: the byte ``0xFF`` (which no UTF-8
+text holds) and the token id in three bytes. Only the structural-tag
+front-end emits them; the compiler walks the token's id through them and
+keeps every ordinary token that holds a ``0xFF`` byte out of such grammars
+(see :mod:`leapgen.compiler.token_literals`).
 
 Use the helper constructors (:func:`seq`, :func:`alt`, :func:`lit`, ...): they
 flatten and simplify, so structurally equal languages mostly get equal terms.
@@ -134,6 +148,21 @@ class Diff(Node):
 
 
 @dataclass(frozen=True, slots=True, unsafe_hash=False)
+class Quotient(Node):
+    left: Node
+    suffix: bytes
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
+
+
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
+class Embed(Node):
+    item: Node
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
+
+
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
 class RuleRef(Node):
     name: str
     _h: int = field(default=-1, init=False, repr=False, compare=False)
@@ -214,6 +243,25 @@ def charset(ranges, *, negate: bool = False) -> Node:
 
 ANY_CHAR = CharSet(((0, MAX_UNICODE),))
 """Any one Unicode scalar value."""
+
+TOKEN_LEAD = 0xFF
+"""The first byte of a token literal (never in UTF-8 text)."""
+TOKEN_LITERAL_BYTES = 4
+"""Bytes of a token literal: :data:`TOKEN_LEAD`, then the id (24 bits, big-endian)."""
+MAX_TOKEN_LITERAL_ID = (1 << 24) - 1
+
+
+def token_literal(token_id: int) -> Node:
+    """The token literal of ``token_id``: exactly that token, not its text.
+
+    Raises
+    ------
+    ValueError
+        ``token_id`` outside ``[0, 2**24)``.
+    """
+    if not 0 <= token_id <= MAX_TOKEN_LITERAL_ID:
+        raise ValueError(f"token id {token_id} cannot be a token literal (ids are below 2**24)")
+    return Bytes(bytes((TOKEN_LEAD,)) + token_id.to_bytes(3, "big"))
 
 
 def seq(*items: Node) -> Node:
@@ -337,6 +385,23 @@ def diff(left: Node, right: Node) -> Node:
     return Diff(left, right)
 
 
+def quotient(left: Node, suffix: str | bytes) -> Node:
+    """The right quotient ``left / suffix``: every ``w`` with ``w + suffix`` in ``left``
+    (``suffix`` UTF-8 encoded when given as ``str``; built from ``left``'s DFA)."""
+    data = suffix.encode("utf-8") if isinstance(suffix, str) else bytes(suffix)
+    if not data or left == NOTHING:
+        return left
+    return Quotient(left, data)
+
+
+def embed(item: Node) -> Node:
+    """``item``, compiled on its own and embedded (see :class:`Embed`); leaves and
+    nodes already built apart (``Intersect``, ``Diff``, ``Quotient``) stay as they are."""
+    if isinstance(item, (Bytes, ByteSet, CharSet, Embed, Intersect, Diff, Quotient)):
+        return item
+    return Embed(item)
+
+
 def children(node: Node) -> tuple[Node, ...]:
     """The direct subterms of ``node``."""
     if isinstance(node, (Seq, Alt, Intersect)):
@@ -349,6 +414,10 @@ def children(node: Node) -> tuple[Node, ...]:
         return (node.item, node.sep)
     if isinstance(node, Diff):
         return (node.left, node.right)
+    if isinstance(node, Quotient):
+        return (node.left,)
+    if isinstance(node, Embed):
+        return (node.item,)
     return ()
 
 

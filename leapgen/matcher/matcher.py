@@ -15,6 +15,7 @@ import numpy as np
 from leapgen.bitmask.cpu import numpy_view
 from leapgen.compiler.compiled import CompiledGrammar
 from leapgen.errors import StackDepthError
+from leapgen.grammar.ir import TOKEN_LEAD
 from leapgen.matcher.draft_tree import traverse_draft_tree
 
 
@@ -67,6 +68,8 @@ class GrammarMatcher:
         info = compiled_grammar.tokenizer_info
         self._vocab_size = info.vocab_size
         self._token_bytes = info.token_bytes
+        # a structural tag's markers as one token (see leapgen.compiler.token_literals)
+        self._literals = compiled_grammar.token_literals
         if stop_token_ids is None:
             self._stop_ids = frozenset(info.stop_token_ids)
             self._custom_stop = None
@@ -253,7 +256,11 @@ class GrammarMatcher:
             return True
         data = self._token_bytes[token_id]
         if not data:
-            return False  # special or padding token
+            data = self._literals.get(token_id)
+            if data is None:
+                return False  # special or padding token
+        elif self._literals and TOKEN_LEAD in data:
+            return False  # could start a token literal's path: no grammar text holds this byte
         s = self._walk(data)
         if s is None:
             self._refuse_depth(data)
@@ -283,6 +290,8 @@ class GrammarMatcher:
             data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         except UnicodeEncodeError:
             return False  # a lone surrogate has no UTF-8 form: no grammar text can hold it
+        if self._literals and TOKEN_LEAD in data:
+            return False  # text never holds a token literal's lead byte
         s = self._walk(data)
         if s is None:
             self._refuse_depth(data)

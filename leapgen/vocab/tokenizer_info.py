@@ -11,8 +11,10 @@ from __future__ import annotations
 import binascii
 import hashlib
 import os
+import json
 import struct
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 import numpy as np
 
@@ -63,6 +65,18 @@ def _decode_byte_fallback(tokens: Sequence[str]) -> list[bytes]:
                 pass
         out.append(tok.replace("\u2581", " ").encode("utf-8"))
     return out
+
+
+def _special_text(tok) -> str | None:
+    """The text of a special id's ``encoded_vocab`` entry (None: a hole, or bytes that are not UTF-8)."""
+    if isinstance(tok, str):
+        return tok
+    if isinstance(tok, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(tok).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
 
 
 def _check_ids(ids: Iterable[int] | None, vocab_size: int, what: str) -> list[int]:
@@ -123,7 +137,7 @@ class TokenizerInfo:
     """
 
     __slots__ = ("_vocab_type", "_vocab_size", "_token_bytes", "_special", "_stop",
-                 "_add_prefix_space", "_fingerprint", "_matrix")
+                 "_add_prefix_space", "_fingerprint", "_matrix", "_special_texts")
 
     def __init__(self, encoded_vocab: Sequence[bytes | str | None],
                  vocab_type: VocabType | str = VocabType.RAW, *, vocab_size: int | None = None,
@@ -158,9 +172,13 @@ class TokenizerInfo:
         special.update(range(n, vocab_size))
 
         ids, strs = [], []
+        special_texts: dict[int, str] = {}
         for i, tok in enumerate(encoded_vocab):
             if tok is None or i in special:
                 special.add(i)
+                text = _special_text(tok)
+                if text:
+                    special_texts[i] = text
                 continue
             if isinstance(tok, (bytes, bytearray, memoryview)):
                 tok = bytes(tok)
@@ -198,6 +216,7 @@ class TokenizerInfo:
         self._add_prefix_space = bool(add_prefix_space)
         self._fingerprint: str | None = None
         self._matrix: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._special_texts = special_texts
 
     # -- constructors ---------------------------------------------------------------------
 
@@ -312,6 +331,15 @@ class TokenizerInfo:
         return self._special
 
     @property
+    def special_token_texts(self) -> Mapping[int, str]:
+        """Mapping of int to str (read-only): the text of each special id that has one, as its
+        ``encoded_vocab`` entry writes it (added and control tokens: ``"<tool_call>"``,
+        ``"<|im_end|>"``); holes and padding ids have none. Grammars never match these ids as
+        text; a structural tag may name them (see
+        :meth:`~leapgen.GrammarCompiler.compile_structural_tag`)."""
+        return MappingProxyType(self._special_texts)
+
+    @property
     def stop_token_ids(self) -> tuple[int, ...]:
         """tuple of int: ids that end generation, in priority order."""
         return self._stop
@@ -323,8 +351,9 @@ class TokenizerInfo:
 
     @property
     def fingerprint(self) -> str:
-        """str: hex SHA-256 of the vocab type, vocab size, every token's bytes
-        and the stop ids; equal fingerprints give equal masks (cache keys)."""
+        """str: hex SHA-256 of the vocab type, vocab size, every token's bytes,
+        the stop ids and the special tokens' texts; equal fingerprints give
+        equal masks (cache keys)."""
         if self._fingerprint is None:
             lengths = np.fromiter(map(len, self._token_bytes), np.int32, self._vocab_size)
             h = hashlib.sha256(b"leapgen-vocab-1\0")
@@ -332,6 +361,7 @@ class TokenizerInfo:
             h.update(lengths.astype("<i4").tobytes())
             h.update(b"".join(self._token_bytes))
             h.update(np.asarray(self._stop, "<i8").tobytes())
+            h.update(json.dumps(sorted(self._special_texts.items())).encode())
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
