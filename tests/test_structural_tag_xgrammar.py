@@ -85,6 +85,8 @@ HAND_MADE = [
     ({"type": "any_text", "max_chars": 3}, ["abc", "abcd", "日本語", "日本語x"]),
     ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"a": {"type": "integer"}}}},
      ['{"a":1}', "{}", '{"b":1}', '{ "a" : 1 }', ' {"a":1}']),
+    ({"type": "grammar", "grammar": 'start: "a" start | "b" | /[0-9]+/', "syntax": "lark"},
+     ["b", "aab", "a", "a12", "12a", ""]),
     ({"type": "sequence", "elements": [{"type": "optional", "content": const("x")},
                                        {"type": "repeat", "min": 2, "max": -1, "content": const("a")}]},
      ["a", "aa", "xaaa", "x"]),

@@ -349,7 +349,7 @@ class GrammarCompiler:
         - ``{"type": "json_schema", "json_schema": {...}}``: JSON with flexible
           whitespace (``max_whitespace_cnt`` bounds each run) and strict objects;
           ``{"type": "regex", "pattern": "[0-9]+"}``; ``{"type": "grammar",
-          "grammar": "root ::= ..."}`` (EBNF).
+          "grammar": "root ::= ..."}`` (EBNF; ``"syntax": "lark"``: Lark).
         - ``{"type": "any_text", "excludes": ["</answer>"], "max_chars": 200}``: any
           text holding none of ``excludes``, nor, inside a ``tag``, its end.
         - ``{"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"}``;
@@ -395,10 +395,11 @@ class GrammarCompiler:
           so are an empty string in ``excludes`` (xgrammar's ``any_text`` then
           matches the empty text alone), ``any_text.max_tokens``,
           ``json_schema`` styles other than ``"json"``, ``any_order``,
-          ``excludes`` of a ``json_schema``, Lark grammars and the token-level
-          dispatch formats (``exclude_token``, ``any_tokens``,
-          ``token_triggered_tags``, ``dispatch``, ``token_dispatch``), which
-          this version does not compile;
+          ``excludes`` of a ``json_schema`` and the token-level dispatch
+          formats (``exclude_token``, ``any_tokens``, ``token_triggered_tags``,
+          ``dispatch``, ``token_dispatch``), which this version does not
+          compile; Lark contents use leapgen's Lark front-end (special tokens
+          named in them are not resolved);
         - JSON whitespace runs are bounded (20 characters unless
           ``max_whitespace_cnt`` says otherwise; xgrammar: unbounded), and
           ``any_whitespace=False`` fixes the layout; regexes and EBNF follow

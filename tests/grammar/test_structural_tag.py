@@ -115,7 +115,7 @@ def test_to_dict_writes_defaults_and_keeps_property_order():
      "/format/at_least_one", "boolean"),
     (st({"type": "json_schema", "json_schema": {}, "style": "qwen_xml"}), "/format/style", "not supported"),
     (st({"type": "json_schema", "json_schema": 3}), "/format/json_schema", "object or a boolean"),
-    (st({"type": "grammar", "grammar": "root ::= x", "syntax": "lark"}), "/format/syntax", "ebnf"),
+    (st({"type": "grammar", "grammar": "root ::= x", "syntax": "peg"}), "/format/syntax", "lark"),
     ({"type": "structural_tag", "structures": [{"begin": "<a>", "schema": "{bad", "end": "</a>"}],
       "triggers": ["<a"]}, "/structures/0/schema", "not valid JSON"),
     ({"type": "structural_tag", "structures": [{"begin": "<a>", "end": "</a>"}], "triggers": ["<a"]},
@@ -227,8 +227,11 @@ def test_composition_and_contents(compiler):
         {"type": "or", "elements": [{"type": "regex", "pattern": "[0-9]+"}, {"type": "grammar",
                                                                              "grammar": 'root ::= "no" | "n" root'}]},
         {"type": "repeat", "min": 1, "max": 2, "content": const("!")},
+        {"type": "optional", "content": {"type": "grammar", "grammar": 'start: "<" WORD ">"\nWORD: /[a-z]+/',
+                                         "syntax": "lark"}},
         {"type": "json_schema", "json_schema": CALL_SCHEMA}]},
-        ["42!" + '{"city":"x"}', 'Answer: nnno!!{ "city" : "x" }'], ["Answer: 4!!!{}", "x!{}", '42{"city":"x"}'])
+        ["42!" + '{"city":"x"}', 'Answer: nnno!!<ok>{ "city" : "x" }'],
+        ["Answer: 4!!!{}", "x!{}", '42{"city":"x"}', '1!<>{"city":"x"}'])
 
 
 def test_a_recursive_content_makes_a_grammar_of_rules():

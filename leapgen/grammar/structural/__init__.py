@@ -22,7 +22,7 @@ Formats (``"type"`` of each FORMAT object; fields as in xgrammar)
 ``const_string`` (``value``), ``json_schema`` (``json_schema``, ``style``:
 ``"json"`` only, ``any_order``: false only, ``max_whitespace_cnt``,
 ``excludes``: empty only), ``grammar`` (``grammar``, ``syntax``: ``"ebnf"``
-only), ``regex`` (``pattern``), ``any_text`` (``excludes``, ``max_chars``;
+or ``"lark"``), ``regex`` (``pattern``), ``any_text`` (``excludes``, ``max_chars``;
 ``max_tokens`` is refused), ``token`` (``token``: an id or the text of a
 special or added token), ``sequence`` / ``or`` (``elements``), ``optional`` /
 ``star`` / ``plus`` (``content``), ``repeat`` (``min``, ``max`` with -1

@@ -35,6 +35,7 @@ from leapgen.grammar import ir
 from leapgen.grammar.cfg import rename_rules
 from leapgen.grammar.ebnf import parse_ebnf
 from leapgen.grammar.json import json_schema_to_ir
+from leapgen.grammar.lark import parse_lark
 from leapgen.grammar.regex import parse_regex
 
 from .free_text import FreeText, Markers
@@ -159,7 +160,7 @@ class _Lowering:
                 raise StructuralTagError(_bare(e), pointer=_pointer(f.pointer, "pattern"), inner=e.where) from None
         if isinstance(f, EbnfGrammar):
             try:
-                return self.content(parse_ebnf(f.text))
+                return self.content(parse_lark(f.text) if f.syntax == "lark" else parse_ebnf(f.text))
             except GrammarError as e:
                 raise StructuralTagError(_bare(e), pointer=_pointer(f.pointer, "grammar"), inner=e.where) from None
         raise TypeError(f"not a structural tag format: {f!r}")

@@ -142,10 +142,10 @@ class _Reader:
 
     def _grammar(self, obj: dict, at: str) -> EbnfGrammar:
         syntax = obj.get("syntax", "ebnf")
-        if syntax != "ebnf":
-            raise StructuralTagError(f"grammar syntax {syntax!r} is not supported (only \"ebnf\")",
+        if syntax not in ("ebnf", "lark"):
+            raise StructuralTagError(f"grammar syntax {syntax!r} is not supported (\"ebnf\" or \"lark\")",
                                      pointer=_pointer(at, "syntax"))
-        return EbnfGrammar(self._str(obj, "grammar", at), pointer=at)
+        return EbnfGrammar(self._str(obj, "grammar", at), syntax, pointer=at)
 
     def _regex(self, obj: dict, at: str) -> Regex:
         return Regex(self._str(obj, "pattern", at), pointer=at)

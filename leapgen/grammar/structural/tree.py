@@ -45,13 +45,15 @@ class JsonSchema:
 
 @dataclass(frozen=True)
 class EbnfGrammar:
-    """Text of the EBNF (GBNF) grammar ``text`` (root rule ``root``)."""
+    """Text of the grammar ``text``: EBNF (GBNF, root rule ``root``) or, with ``syntax="lark"``, Lark
+    (start rule ``start``)."""
 
     text: str
+    syntax: str = "ebnf"
     pointer: str = field(default="", compare=False)
 
     def to_dict(self) -> dict:
-        return {"type": "grammar", "grammar": self.text}
+        return {"type": "grammar", "grammar": self.text, "syntax": self.syntax}
 
 
 @dataclass(frozen=True)
