@@ -15,6 +15,7 @@ token ``i`` is allowed; a C-contiguous ``numpy.ndarray`` or a CPU
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
@@ -142,6 +143,25 @@ class GrammarState(ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot fork")
 
 
+#: Characters with a meaning in a regex outside a class (ECMAScript and Rust's ``regex`` alike).
+_REGEX_SPECIAL = re.compile(r"([.*+?^${}()|\[\]\\/])")
+
+
+def choice_regex(choices: Sequence[str]) -> str:
+    """The regex matching exactly one of ``choices`` (each escaped, joined by ``|``).
+
+    Raises
+    ------
+    GrammarError
+        ``choices`` is empty or not a list of str.
+    """
+    if isinstance(choices, (str, bytes)) or not isinstance(choices, Sequence) or not choices:
+        raise GrammarError("choice needs a non-empty list of str")
+    if not all(isinstance(c, str) for c in choices):
+        raise GrammarError("choice must be a list of str")
+    return "(" + "|".join(_REGEX_SPECIAL.sub(r"\\\1", c) for c in choices) + ")"
+
+
 class GrammarBackend(ABC):
     """A structured-generation engine behind one interface, per vocabulary.
 
@@ -216,7 +236,17 @@ class GrammarBackend(ABC):
 
     @abstractmethod
     def compile_builtin_json(self) -> Any:
-        """Compile the engine's grammar of any JSON value."""
+        """Compile the engine's builtin JSON grammar (xgrammar's and
+        leapgen's: an object or an array at the root; llguidance's: any JSON
+        value)."""
+
+    def compile_choice(self, choices: Sequence[str]) -> Any:
+        """Compile "exactly one of these strings" (vLLM's ``choice``).
+
+        The default compiles :func:`choice_regex`, the alternation vLLM
+        hands to xgrammar and llguidance; engines with a better way override it.
+        """
+        return self.compile_regex(choice_regex(choices))
 
     def compile_structural_tag(self, tag: dict | str) -> Any:
         """Compile a structural tag (xgrammar's format, see

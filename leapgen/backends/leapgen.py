@@ -59,6 +59,9 @@ class LeapgenBackend(GrammarBackend):
     def compile_structural_tag(self, tag: dict | str) -> CompiledGrammar:
         return self.compiler.compile_structural_tag(tag)
 
+    def compile_choice(self, choices: Sequence[str]) -> CompiledGrammar:
+        return self.compiler.compile_choice(choices)
+
     def new_state(self, compiled: CompiledGrammar) -> LeapgenState:
         return LeapgenState(compiled)
 

@@ -37,9 +37,9 @@ llg-json    llguidance    In strings it forbids ``\\/``, ``\\uXXXX`` escapes of
 whitespace  xgrammar,     The builtin JSON grammar: leapgen bounds whitespace
             llguidance    runs (``leapgen.grammar.builtin``), the peers do not.
                           By design, both sides.
-json-root   xgrammar      Its builtin JSON grammar starts with an object or an
-                          array only; RFC 8259 (leapgen, llguidance) allows any
-                          value. By design.
+json-root   llguidance    Its builtin JSON grammar (the schema ``{}``) starts
+                          with any value; leapgen's and xgrammar's with an
+                          object or an array only. By design.
 self        xgrammar      Its builtin JSON mask forbids tokens its own matcher
                           accepts: after ``[{"m":"x"``, ``}]`` (and ``}]\n``,
                           `` }],``...) is masked off, though ``accept_token``
@@ -87,7 +87,7 @@ def explained(peer: str, grammar, data: bytes, only_leapgen: bool, forced: bytes
     """The documented category of one differing token, or None (``peer_accepts()``:
     whether the peer's own matcher accepts the token; ``before``: the text so far)."""
     escaping = (len(before) - len(before.rstrip(b"\\"))) % 2 == 1  # the token continues an escape
-    if peer == "xgrammar" and grammar.kind == "builtin_json" and only_leapgen and at_start:
+    if peer == "llguidance" and grammar.kind == "builtin_json" and not only_leapgen and at_start:
         return "json-root"
     if peer == "xgrammar" and grammar.kind == "builtin_json" and only_leapgen and peer_accepts():
         return "self"

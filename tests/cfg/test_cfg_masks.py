@@ -56,7 +56,7 @@ OPENERS = {"json": b"[{", "arith": b"(", "tree": b"("}
 
 # Walk seeds: a few short text prefixes (fed with accept_string) then random tokens.
 PREFIXES = {
-    "json": ['{"k": [', '["h\u00e9llo', '[[[[[[[[[[[[', '{"a": {"b": {"c": [1, ', '"\u65e5\u672c'],
+    "json": ['{"k": [', '["h\u00e9llo', '[[[[[[[[[[[[', '{"a": {"b": {"c": [1, ', '["\u65e5\u672c'],
     "arith": ["((((", "1 + (2 * (", "-(-(3", "((1.5"],
     "tree": ["(((", "(ab (\u65e5", '("x y" (', "(((((((((("],
 }

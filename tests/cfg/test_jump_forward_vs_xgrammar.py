@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from leapgen import GrammarCompiler, GrammarMatcher
-from leapgen.grammar.builtin import JSON_GBNF
+from leapgen.grammar.builtin import JSON_GBNF, JSON_VALUE_GBNF
 from tests.cfg.small_grammars import ARITH_GBNF
 
 xgr = pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
@@ -72,7 +72,7 @@ rest  ::= "" | "," rest
 """
 
 CASES = {
-    "json": (JSON_GBNF, [
+    "json": (JSON_VALUE_GBNF, [
         '{"name": "Alice", "age": 30, "tags": ["a", "b", {"x": [1, 2.5e3, null, true]}], '
         '"nested": {"deep": [[[]]]}, "s": "h\\u00e9llo \\"q\\" \u00e9", "f": false}',
         '[\n  {"a": [], "b": {}},\n  -0.5E-7, "\u65e5\u672c", true, false, null\n]',

@@ -5,7 +5,9 @@ Three layouts:
 
 * ``any_whitespace=True``: ``[ \\t\\n\\r]{0,max_whitespace}`` at every place
   RFC 8259 allows whitespace *between* tokens (not before or after the whole
-  document). The bound (default 20) stops whitespace runaway.
+  document). The bound (default 20) stops whitespace runaway. A given
+  ``whitespace`` language (vLLM's ``whitespace_pattern``) takes the place of
+  that run.
 * ``any_whitespace=False, indent=None``: exactly the separators, default
   ``(",", ":")``; empty containers are ``{}`` and ``[]``.
 * ``any_whitespace=False, indent=N``: exactly ``json.dumps(indent=N)``
@@ -47,6 +49,9 @@ class Layout:
         Separators (ignored with ``any_whitespace``).
     max_whitespace : int
         Bound of each whitespace run with ``any_whitespace``.
+    whitespace : Node or None
+        With ``any_whitespace``: the language of each whitespace run instead
+        of ``[ \t\n\r]{0,max_whitespace}`` (vLLM's ``whitespace_pattern``).
     """
 
     any_whitespace: bool
@@ -54,6 +59,7 @@ class Layout:
     item_sep: str
     key_sep: str
     max_whitespace: int
+    whitespace: Node | None = None
 
     @property
     def depth_dependent(self) -> bool:
@@ -61,6 +67,8 @@ class Layout:
         return not self.any_whitespace and self.indent is not None
 
     def ws(self) -> Node:
+        if self.whitespace is not None:
+            return self.whitespace
         return ir.repeat(WS_BYTES, 0, self.max_whitespace)
 
     def _nl(self, depth: int) -> str:
@@ -103,8 +111,10 @@ class Layout:
         return ir.lit(self.key_sep)
 
 
-def make_layout(any_whitespace: bool, indent, separators, max_whitespace: int) -> Layout:
-    """Validate the layout options (see :func:`json_schema_to_ir`).
+def make_layout(any_whitespace: bool, indent, separators, max_whitespace: int,
+                whitespace: Node | None = None) -> Layout:
+    """Validate the layout options (see :func:`json_schema_to_ir`); a
+    ``whitespace`` language implies ``any_whitespace``.
 
     Raises
     ------
@@ -131,7 +141,9 @@ def make_layout(any_whitespace: bool, indent, separators, max_whitespace: int) -
                 or not all(isinstance(s, str) for s in separators)):
             raise ValueError(f"separators must be a pair of str, got {separators!r}")
         item_sep, key_sep = separators
-    return Layout(bool(any_whitespace), ind, item_sep, key_sep, max_whitespace)
+    if whitespace is not None and not isinstance(whitespace, Node):
+        raise ValueError(f"whitespace must be grammar IR, got {type(whitespace).__name__}")
+    return Layout(bool(any_whitespace) or whitespace is not None, ind, item_sep, key_sep, max_whitespace, whitespace)
 
 
 def container(layout: Layout, brackets: str, depth: int, first: Node, rest: Node, *,

@@ -212,7 +212,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separators=None,
                       strict_mode: bool = True, max_whitespace: int = 20,
-                      cfg: bool = True) -> tuple[Node | ir.Grammar, list[str]]:
+                      cfg: bool = True, whitespace: Node | None = None) -> tuple[Node | ir.Grammar, list[str]]:
     """Compile a JSON Schema to byte-level grammar IR.
 
     Parameters
@@ -240,6 +240,10 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
         False (or the indent layout, whose indentation depends on depth):
         recursion raises SchemaError and any-values nest at most
         :data:`.layout.ANY_VALUE_DEPTH` deep (with a warning).
+    whitespace : ir.Node or None, default None
+        The language of each whitespace run (implies ``any_whitespace``);
+        None: ``[ \\t\\n\\r]{0,max_whitespace}``. The caller makes sure
+        it matches JSON whitespace only.
 
     Returns
     -------
@@ -259,7 +263,8 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
 
     Does not mutate ``schema``.
     """
-    layout = make_layout(any_whitespace, indent, separators, max_whitespace)
+    layout = make_layout(any_whitespace, indent, separators, max_whitespace, whitespace)
+    any_whitespace = layout.any_whitespace
     if isinstance(schema, (str, bytes)):
         try:
             schema = json.loads(schema)
