@@ -10,9 +10,10 @@ two steps and frees its KV cache.
 Events of a stream, in order: one *ready* event (no text) once the request's
 grammar is compiled (or at once when unconstrained), so a server can still
 answer 400 for a bad grammar before it starts streaming; text deltas as the
-output grows (sampled and jump-forwarded text alike); one *final* event
-carrying the :class:`RequestOutput`. A request that fails, a bad grammar
-included, gets only the final event.
+output grows (sampled and jump-forwarded text alike); one *final* event per
+sample carrying its :class:`RequestOutput`. Each event names its sample
+(``index``, for ``SamplingParams.n > 1``). A request that fails, a bad
+grammar included, gets only final events.
 """
 
 from __future__ import annotations
@@ -37,28 +38,56 @@ class StreamEvent:
     Attributes
     ----------
     delta : str
-        New output text since the previous event ("" for *ready* and often
-        for the final event).
+        New output text of sample ``index`` since its previous event (""
+        for *ready* and often for the final event).
     output : RequestOutput or None
-        Set on the final event only.
+        Set on sample ``index``'s final event only.
+    index : int
+        Which sample (``SamplingParams.n``) the event is about.
+    logprobs : tuple of TokenLogprob
+        Entries of tokens new since the previous event (with
+        ``SamplingParams.logprobs``): a token's entry is sent once its text
+        has been and it is not the output's last token (which a
+        jump-forward may still merge with forced text); the final event
+        sends the rest.
     """
 
     delta: str = ""
     output: RequestOutput | None = None
+    index: int = 0
+    logprobs: tuple = ()
+
+
+class _Cursor:
+    """What one sample's stream has sent: characters, and how many output
+    bytes the logprob entries sent so far cover."""
+
+    __slots__ = ("sent", "done", "lp_bytes")
+
+    def __init__(self):
+        self.sent = 0
+        self.done = False
+        self.lp_bytes = 0
 
 
 class RequestStream:
-    """The caller's end of one request: ``await stream.get()`` returns the
-    next :class:`StreamEvent`. Create with :meth:`AsyncLLM.submit`."""
+    """The caller's end of one request (all its samples): ``await
+    stream.get()`` returns the next :class:`StreamEvent`. Create with
+    :meth:`AsyncLLM.submit`."""
 
     def __init__(self, engine: "AsyncLLM", loop: asyncio.AbstractEventLoop):
         self._engine = engine
         self._loop = loop
         self.queue: asyncio.Queue[StreamEvent] = asyncio.Queue()
-        self.request: Request | None = None  # set by the engine thread
-        self.sent = 0
+        self.requests: list[Request] = []  # set by the engine thread
+        self.cursors: list[_Cursor] = []
         self.ready = False
         self.done = False
+
+    @property
+    def request(self) -> Request | None:
+        """The first sample's request (None until the engine took it)."""
+        return self.requests[0] if self.requests else None
 
     async def get(self) -> StreamEvent:
         """The next event (waits for it)."""
@@ -154,46 +183,92 @@ class AsyncLLM:
 
     def _handle(self, message: tuple) -> None:
         if message[0] == "abort":
-            stream = message[1]
-            if stream.request is not None and not stream.request.is_finished:
-                self.llm.abort_request(stream.request)
+            for req in message[1].requests:
+                if not req.is_finished:
+                    self.llm.abort_request(req)
             return
         _, stream, prompt, params, chat = message
         try:
-            stream.request = self.llm.add_request(prompt, params, chat=chat)
+            stream.requests = self.llm.add_requests(prompt, params, chat=chat)
         except Exception as exc:  # noqa: BLE001 - one bad request fails alone, never the engine thread
             if not isinstance(exc, ValueError):
-                logger.exception("add_request failed; failing that request")
-            stream.request = Request(request_id=-1, prompt="", prompt_ids=[], params=params,
-                                     stop_token_ids=frozenset(), generator=None)
-            stream.request.finish(FinishReason.ERROR, exc)
+                logger.exception("add_requests failed; failing that request")
+            failed = Request(request_id=-1, prompt="", prompt_ids=[], params=params, stop_token_ids=frozenset(),
+                             generator=None)
+            failed.finish(FinishReason.ERROR, exc)
+            stream.requests = [failed]
+        stream.cursors = [_Cursor() for _ in stream.requests]
         self._streams.append(stream)
 
     def _publish(self) -> None:
         """Push each stream's new events; forget finished streams."""
         live = []
         for stream in self._streams:
-            req = stream.request
-            if req.is_finished:
-                out = self.llm.get_output(req)
-                self._log_finished(out)
-                stream._push(StreamEvent(out.text[stream.sent:], out))
-                stream.done = True
-                continue
-            live.append(stream)
-            if not req.grammar_ready:
-                continue
-            if not stream.ready:
+            reqs = stream.requests
+            if not stream.ready and any(r.grammar_ready and not r.is_finished for r in reqs):
                 stream.ready = True
                 stream._push(StreamEvent())
-            text = self.llm.decode(req.output_ids)
-            safe = len(text.rstrip("\ufffd"))  # an unfinished UTF-8 character
-            if req.params.stop:
-                safe = min(safe, len(text) - max(len(s) for s in req.params.stop) + 1)
-            if safe > stream.sent:
-                stream._push(StreamEvent(text[stream.sent:safe]))
-                stream.sent = safe
+            for i, (req, cursor) in enumerate(zip(reqs, stream.cursors)):
+                if cursor.done:
+                    continue
+                if req.is_finished:
+                    out = self.llm.get_output(req)
+                    self._log_finished(out)
+                    rest = self._new_logprobs(cursor, out.logprobs, len(out.logprobs or ()), None)
+                    stream._push(StreamEvent(out.text[cursor.sent:], out, i, rest))
+                    cursor.done = True
+                elif stream.ready:
+                    self._publish_delta(stream, i, req, cursor)
+            if all(c.done for c in stream.cursors):
+                stream.done = True
+            else:
+                live.append(stream)
         self._streams = live
+
+    def _publish_delta(self, stream: RequestStream, index: int, req: Request, cursor: _Cursor) -> None:
+        """Push sample ``index``'s new text (whole characters, a possible stop
+        string held back) and the entries of the tokens it completes."""
+        text = self.llm.decode(req.output_ids)
+        safe = len(text.rstrip("\ufffd"))  # an unfinished UTF-8 character
+        if req.params.stop:
+            safe = min(safe, len(text) - max(len(s) for s in req.params.stop) + 1)
+        entries: tuple = ()
+        if safe > cursor.sent:
+            if req.logprobs is not None:
+                limit = len(text[:safe].encode("utf-8", "surrogatepass"))
+                entries = self._new_logprobs(cursor, req.logprobs, len(req.output_ids) - 1, limit)
+            stream._push(StreamEvent(text[cursor.sent:safe], None, index, entries))
+            cursor.sent = safe
+
+    def _new_logprobs(self, cursor: _Cursor, entries, upto: int, limit: int | None) -> tuple:
+        """The entries past those already sent: among the first ``upto``,
+        those whose tokens end within ``limit`` bytes (None: all). A sent
+        entry whose token a jump-forward has since replaced stays sent; of
+        the tokens now covering those bytes, only one that reaches past them
+        is sent (its bytes then overlap the sent ones)."""
+        if not entries:
+            return ()
+        token_bytes = self.llm.grammar.vocabulary.token_bytes
+        # Where the entries sent so far end in the current tokens (a jump-forward may have replaced some).
+        start, covered = 0, 0
+        while start < len(entries) and entries[start] is not None:
+            size = len(token_bytes[entries[start].token_id])
+            if covered + size > cursor.lp_bytes:
+                break
+            covered += size
+            start += 1
+        out = []
+        for j in range(start, min(upto, len(entries))):
+            e = entries[j]
+            if e is None:
+                break
+            size = len(token_bytes[e.token_id])
+            if limit is not None and covered + size > limit:
+                break
+            covered += size
+            out.append(e)
+        cursor.lp_bytes = max(cursor.lp_bytes, covered)
+        return tuple(out)
 
     def _log_finished(self, out: RequestOutput) -> None:
         if out.compile_ms:

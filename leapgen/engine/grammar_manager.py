@@ -30,6 +30,7 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Sequence
 
+from leapgen.bitmask import allocate_token_bitmask
 from leapgen.compiler import GrammarCompiler
 from leapgen.engine.compile_worker import CompileWorker, CompileWorkerDied
 from leapgen.engine.sampling_params import DEFAULT_JSON_SEPARATORS, SamplingParams
@@ -93,15 +94,14 @@ class GrammarManager:
         self.compiled_seen: OrderedDict[int, Any] = OrderedDict()
         self._peer_cache: OrderedDict[str, Any] = OrderedDict()
         self._seen_lock = threading.Lock()
+        self._vocab_lock = threading.Lock()
 
     @property
     def compiler(self) -> Any:
         """The :class:`GrammarCompiler`, or the peer's
         :class:`~leapgen.backends.GrammarBackend` (built on first use)."""
         if self._compiler is None:
-            self.tokenizer_info = TokenizerInfo.from_huggingface(
-                self._tokenizer, vocab_size=self.vocab_size, stop_token_ids=sorted(self.stop_token_ids)
-            )
+            _ = self.vocabulary
             if self._compile_in_process:
                 import shutil
                 import tempfile
@@ -119,6 +119,16 @@ class GrammarManager:
 
                 self._compiler = get_backend(self.backend_name, self.tokenizer_info, hf_tokenizer=self._tokenizer)
         return self._compiler
+
+    @property
+    def vocabulary(self) -> Any:
+        """The model's :class:`~leapgen.vocab.TokenizerInfo` (token id -> exact
+        bytes; built on first use, from any thread)."""
+        with self._vocab_lock:
+            if self.tokenizer_info is None:
+                self.tokenizer_info = TokenizerInfo.from_huggingface(
+                    self._tokenizer, vocab_size=self.vocab_size, stop_token_ids=sorted(self.stop_token_ids))
+            return self.tokenizer_info
 
     @property
     def healing(self) -> Any:
@@ -155,7 +165,10 @@ class GrammarManager:
             not guarantee the compile succeeds (automaton limits, an empty
             language are found later).
         """
-        if params.json_schema is not None:
+        if params.choice is not None:
+            if not all(isinstance(c, str) for c in params.choice):
+                raise GrammarError("choice must be a list of str")
+        elif params.json_schema is not None:
             from leapgen.grammar.json import json_schema_to_ir
 
             json_schema_to_ir(
@@ -187,8 +200,8 @@ class GrammarManager:
         Parameters
         ----------
         params : SamplingParams
-            ``json_schema`` (with the JSON layout knobs) or ``regex``; must be
-            constrained.
+            Constrained: ``json_schema`` or ``json_object`` (with the JSON
+            layout knobs), ``regex``, ``ebnf`` or ``choice``.
 
         Returns
         -------
@@ -302,22 +315,24 @@ class GrammarManager:
         """
         if self.backend_name != "leapgen":
             return self._peer_compile_call(params)
-        if params.json_schema is not None:
-            return "compile_json_schema", (_parse_schema(params.json_schema),), dict(
-                any_whitespace=params.json_any_whitespace, indent=params.json_indent,
-                separators=params.json_separators, strict_mode=params.json_strict)
+        if params.json_schema is not None or params.json_object:
+            options = dict(any_whitespace=params.json_any_whitespace, indent=params.json_indent,
+                           separators=params.json_separators, strict_mode=params.json_strict and not params.json_object)
+            if params.json_whitespace_pattern is not None:
+                options["whitespace_pattern"] = params.json_whitespace_pattern
+            return "compile_json_schema", (_schema_of(params),), options
         if params.regex is not None:
             return "compile_regex", (params.regex,), {}
         if params.ebnf is not None:
             return "compile_grammar", (params.ebnf,), {}
         if params.lark is not None:
             return "compile_lark", (params.lark,), {}
-        if params.json_object:
-            return "compile_builtin_json_grammar", (), {}
         if params.structural_tag is not None:
             return "compile_structural_tag", (params.structural_tag,), dict(
                 any_whitespace=params.json_any_whitespace, separators=params.json_separators,
                 strict_mode=params.json_strict)
+        if params.choice is not None:
+            return "compile_choice", (list(params.choice),), {}
         raise ValueError("these SamplingParams have no grammar")
 
     def _peer_compile(self, kind: str, args: tuple, kwargs: dict) -> Any:
@@ -337,29 +352,44 @@ class GrammarManager:
 
     def _peer_compile_call(self, params: SamplingParams) -> tuple[str, tuple, dict]:
         """:meth:`_compile_call` for a peer backend (its compile verbs)."""
-        if params.json_schema is not None:
+        if params.json_schema is not None or params.json_object:
             if params.json_indent is not None:
                 raise GrammarError(f"the {self.backend_name} backend has no indented JSON layout")
+            if params.json_whitespace_pattern is not None:
+                raise GrammarError(f"the {self.backend_name} backend has no JSON whitespace_pattern")
             compact = tuple(params.json_separators) == (",", ":")
             if not compact and tuple(params.json_separators) != DEFAULT_JSON_SEPARATORS:
                 raise GrammarError(f"the {self.backend_name} backend has no custom JSON separators")
             # any_whitespace=False is the compact layout in every peer; the default one needs flexible whitespace.
-            return "compile_json_schema", (_parse_schema(params.json_schema),), dict(
-                any_whitespace=params.json_any_whitespace or not compact, strict_mode=params.json_strict)
+            return "compile_json_schema", (_schema_of(params),), dict(
+                any_whitespace=params.json_any_whitespace or not compact,
+                strict_mode=params.json_strict and not params.json_object)
         if params.regex is not None:
             return "compile_regex", (params.regex,), {}
         if params.ebnf is not None:
             return "compile_grammar", (params.ebnf,), {}
         if params.lark is not None:
             return "compile_lark", (params.lark,), {}
-        if params.json_object:
-            return "compile_builtin_json", (), {}
         if params.structural_tag is not None:
             if tuple(params.json_separators) != DEFAULT_JSON_SEPARATORS or not params.json_strict:
                 raise GrammarError(f"the {self.backend_name} backend compiles a structural tag's JSON with "
                                    "flexible whitespace and strict objects only")
             return "compile_structural_tag", (params.structural_tag,), {}
+        if params.choice is not None:
+            return "compile_choice", (list(params.choice),), {}
         raise ValueError("these SamplingParams have no grammar")
+
+    def allows_non_stop(self, matcher: Any, stop_token_ids: Iterable[int]) -> bool:
+        """Whether ``matcher`` (not mutated) allows a token that is not one of
+        ``stop_token_ids`` (False: the grammar is complete and only ends)."""
+        bitmask = allocate_token_bitmask(1, self.vocab_size)
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        words = bitmask[0].numpy().view("uint32").copy()  # (ceil(V/32),)
+        for tid in stop_token_ids:
+            w, b = divmod(tid, 32)
+            if w < words.size:
+                words[w] &= ~(1 << b) & 0xFFFFFFFF
+        return bool(words.any())
 
     def new_matcher(self, compiled: Any, stop_token_ids: Iterable[int]) -> Any:
         """A fresh :class:`GrammarMatcher` (or peer
@@ -384,6 +414,15 @@ def _close_worker(worker: Any, cache_dir: str, rmtree: Any) -> None:
     """Finalizer: stop the compile worker and remove its cache folder."""
     worker.shutdown()
     rmtree(cache_dir, ignore_errors=True)
+
+
+#: The schema of ``json_object``: any JSON object (read with ``strict_mode=False``: any members).
+JSON_OBJECT_SCHEMA = {"type": "object"}
+
+
+def _schema_of(params: SamplingParams) -> Any:
+    """The JSON Schema of a ``json_schema`` or ``json_object`` request."""
+    return JSON_OBJECT_SCHEMA if params.json_object else _parse_schema(params.json_schema)
 
 
 def _parse_schema(schema: Any) -> Any:

@@ -29,12 +29,14 @@ import torch
 from leapgen.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from leapgen.engine.grammar_manager import GrammarManager
 from leapgen.engine.jump_forward import try_jump_forward
+from leapgen.engine.logprobs import entry_of, output_entries, rows_needed, score_batch
 from leapgen.engine.model_loader import DEFAULT_MODEL, LoadedModel, configure_threads, load_model
 from leapgen.engine.model_runner import ModelRunner
+from leapgen.engine.parallel_sampling import make_samples, prompt_ready, share_prompt, waits_for_leader
 from leapgen.engine.prefix_cache import PrefixCache
-from leapgen.engine.prompt import build_prompt_ids, default_stop_token_ids
+from leapgen.engine.prompt import build_prompt_ids, check_prompt_fits, default_stop_token_ids
 from leapgen.engine.request import FinishReason, Request, RequestOutput
-from leapgen.engine.sampler import make_generator, sample
+from leapgen.engine.sampler import sample
 from leapgen.engine.sampling_params import SamplingParams
 from leapgen.engine.scheduler import Scheduler
 from leapgen.engine.stats import EngineStats
@@ -152,9 +154,11 @@ class LLM:
         Returns
         -------
         list of RequestOutput
-            In prompt order. A request whose grammar fails to compile (or that
-            fails later) comes back with ``finish_reason="error"`` and
-            ``error`` set; the others are unaffected.
+            In prompt order, ``params.n`` per prompt (samples in ``index``
+            order, flat, as SGLang returns them). A request whose grammar fails
+            to compile (or that fails later) comes back with
+            ``finish_reason="error"`` and ``error`` set; the others are
+            unaffected.
 
         Raises
         ------
@@ -171,7 +175,7 @@ class LLM:
         requests: list[Request] = []
         try:
             for prompt, sp in zip(prompts, params_list):
-                requests.append(self.add_request(prompt, sp, chat=chat))
+                requests += self.add_requests(prompt, sp, chat=chat)
         except BaseException:
             self.scheduler.remove(requests)
             raise
@@ -186,19 +190,36 @@ class LLM:
         return n if isinstance(n, int) and n > 0 else None
 
     def add_request(self, prompt: str | list[dict], params: SamplingParams, *, chat: bool = True) -> Request:
-        """Queue one request; its grammar compile starts now, on a worker.
+        """Queue one request of one sample (:meth:`add_requests` with
+        ``params.n == 1``).
+
+        Raises
+        ------
+        ValueError
+            What :meth:`add_requests` raises, and ``params.n != 1``.
+        """
+        if isinstance(params, SamplingParams) and params.n != 1:
+            raise ValueError(f"add_request queues one sample; use add_requests for n={params.n}")
+        return self.add_requests(prompt, params, chat=chat)[0]
+
+    def add_requests(self, prompt: str | list[dict], params: SamplingParams, *, chat: bool = True) -> list[Request]:
+        """Queue the ``params.n`` samples of one prompt; the grammar compile
+        (one for all) starts now, on a worker.
 
         Parameters
         ----------
-        prompt : str or list of dict
-            A user message, raw text (``chat=False``) or a conversation.
+        prompt : str or list of dict or list of int
+            A user message, raw text (``chat=False``), a conversation, or
+            token ids.
         params : SamplingParams
         chat : bool, default True
 
         Returns
         -------
-        Request
-            Queued (it runs in later :meth:`step` calls).
+        list of Request
+            ``params.n`` samples, queued (they run in later :meth:`step`
+            calls); sample 0 prefills the prompt, the others copy its KV
+            (:mod:`leapgen.engine.parallel_sampling`).
 
         Raises
         ------
@@ -215,20 +236,13 @@ class LLM:
             raise ValueError(f"stop_token_ids must be < the vocabulary size {vocab_size}")
         stop_ids = frozenset(params.stop_token_ids) if params.stop_token_ids is not None else self.stop_token_ids
         prompt_ids = build_prompt_ids(self.tokenizer, prompt, chat=chat)
-        context = self.max_context_tokens
-        if context is not None and len(prompt_ids) >= context:
-            # One prefill of a prompt past the model's context would stall every other request for minutes.
-            raise ValueError(f"the prompt has {len(prompt_ids)} tokens; the model's context is {context} tokens")
-        if context is not None and len(prompt_ids) + params.max_tokens > context:
-            raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus max_tokens ({params.max_tokens}) exceeds "
-                             f"the model's context of {context} tokens")
-        req = Request(request_id=next(self._ids), prompt=prompt if isinstance(prompt, str) else "",
-                      prompt_ids=prompt_ids, params=params,
-                      stop_token_ids=stop_ids, generator=make_generator(params.seed))
-        if params.constrained:
-            req.compile_future = self.grammar.compile_async(params)
-        self.scheduler.add(req)
-        return req
+        check_prompt_fits(prompt_ids, params.max_tokens, vocab_size, self.max_context_tokens)
+        future = self.grammar.compile_async(params) if params.constrained else None
+        requests = make_samples(prompt if isinstance(prompt, str) else "", prompt_ids, params, stop_ids, future,
+                                self._ids)
+        for req in requests:
+            self.scheduler.add(req)
+        return requests
 
     def abort_request(self, req: Request) -> None:
         """Cancel ``req`` (finish reason ``"abort"``) and free its KV cache.
@@ -251,7 +265,11 @@ class LLM:
 
     def get_output(self, req: Request) -> RequestOutput:
         """Freeze ``req`` (finished or not) into a :class:`RequestOutput`."""
-        return req.to_output(self.decode(req.output_ids))
+        text = self.decode(req.output_ids)
+        logprobs = None
+        if req.logprobs is not None:
+            logprobs = output_entries(req.logprobs, self.grammar.vocabulary.token_bytes, text, req.text_end)
+        return req.to_output(text, logprobs)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Token ids to text (special tokens kept, no clean-up)."""
@@ -270,7 +288,10 @@ class LLM:
         sched = self.scheduler
         for req in sched.admit():
             req.kv_cache = self.model_runner.new_cache()
-            self._reuse_prefix(req)
+            if req.leader is not None and prompt_ready(req.leader):
+                share_prompt(req.leader, req)
+            elif not waits_for_leader(req):
+                self._reuse_prefix(req)
         self.stats.steps += 1
         blocked = [r.compile_future for r in sched.running if r.compile_future is not None
                    and r.stored_logits is not None]
@@ -280,8 +301,9 @@ class LLM:
         for req in list(sched.running):
             self._guard(req, self._take_grammar, req)
         # Prefill a compiling request too (it overlaps its compile); then it waits aside.
-        fwd = [r for r in sched.running if not r.is_finished and r.pending_ids and r.stored_logits is None]
-        ready = [r for r in sched.running if not r.is_finished and r.grammar_ready
+        fwd = [r for r in sched.running if not r.is_finished and r.pending_ids and r.stored_logits is None
+               and not waits_for_leader(r)]
+        ready = [r for r in sched.running if not r.is_finished and r.grammar_ready and r.deferred_finish is None
                  and (r.stored_logits is not None or r in fwd)]
         # Constrained requests first: row i of the bitmask is row i of the batch.
         sampling = [r for r in ready if r.matcher is not None] + [r for r in ready if r.matcher is None]
@@ -301,9 +323,7 @@ class LLM:
                 trace["fill_start"], trace["fill_end"] = fill_times["start"], fill_times["end"]
             self.step_trace.append(trace)
         row_of = {id(r): i for i, r in enumerate(fwd)}
-        for req in fwd:
-            if not req.grammar_ready:
-                req.stored_logits = logits[row_of[id(req)]].clone()
+        self._after_forward(fwd, logits, row_of)
         if sampling:
             batch = torch.stack([logits[row_of[id(r)]] if id(r) in row_of else r.stored_logits
                                  for r in sampling])  # (S, V)
@@ -318,13 +338,20 @@ class LLM:
         return finished
 
     def _forward(self, fwd: list[Request]) -> torch.Tensor | None:
+        """One forward pass over ``fwd``; the next-token logits ``(B, V)``
+        (forced tokens' log-probabilities scored on the way)."""
         if not fwd:
             return None
         pending = [r.pending_ids for r in fwd]
         num_prompt = [max(0, len(r.prompt_ids) - r.num_cached) for r in fwd]  # prompt tokens still to feed
         prefilling = [r for r, n in zip(fwd, num_prompt) if n]
         self.stats.prefill_tokens += sum(num_prompt)
-        logits = self.model_runner.batch_forward([r.kv_cache for r in fwd], pending, num_prompt)  # (B, V)
+        num_logits = [rows_needed(len(r.prompt_ids), r.num_cached, r.output_ids, r.logprobs) for r in fwd]
+        extra = any(k > 1 for k in num_logits)
+        rows = (num_logits,) if extra else ()
+        logits = self.model_runner.batch_forward([r.kv_cache for r in fwd], pending, num_prompt, *rows)  # (B|rows, V)
+        if extra:  # a row past the next token's scores an output token without an entry (a forced one)
+            logits = score_batch(logits, fwd, num_logits)
         for req in fwd:
             req.num_forwards += 1
             req.num_cached = len(req.prompt_ids) + len(req.output_ids)
@@ -335,18 +362,31 @@ class LLM:
         self.stats.batched_sequences += len(fwd)
         return logits
 
+    def _after_forward(self, fwd: list[Request], logits: torch.Tensor | None, row_of: dict) -> None:
+        """After the forward pass: keep the logits of a request whose grammar
+        still compiles, hand a prefilled prompt's KV to the samples waiting
+        for it, and finish a request that waited for its forced tokens'
+        log-probabilities."""
+        if logits is None:
+            return
+        for req in fwd:
+            if not req.grammar_ready:
+                req.stored_logits = logits[row_of[id(req)]].clone()
+        for req in self.scheduler.running:
+            leader = req.leader
+            if leader is not None and id(leader) in row_of and not req.is_finished and prompt_ready(leader):
+                share_prompt(leader, req, None if leader.output_ids else logits[row_of[id(leader)]])
+        for req in fwd:
+            if req.deferred_finish is not None:
+                self._finish(req, req.deferred_finish)
+
     def _reuse_prefix(self, req: Request) -> None:
         """Copy the KV of the longest cached prefix of ``req``'s prompt into
         its fresh cache (at least one prompt token is left to prefill: its
         logits are the first sample's)."""
-        n, keys, values = self.prefix_cache.lookup(req.prompt_ids, len(req.prompt_ids) - 1)
+        n = self.prefix_cache.copy_into(req.kv_cache, req.prompt_ids, len(req.prompt_ids) - 1)
         if not n:
             return
-        cache = req.kv_cache
-        cache.reserve(n)
-        cache.keys[:, :, :n] = keys[:, :, :n]
-        cache.values[:, :, :n] = values[:, :, :n]
-        cache.length = n
         req.num_cached = n
         req.num_prefix_cached = n
         self.stats.prefix_cache_hits += 1
@@ -373,6 +413,8 @@ class LLM:
     def _take_grammar(self, req: Request) -> None:
         """Once ``req``'s compile is done: its matcher, forced start text, and
         the check that a complete grammar leaves nothing to sample."""
+        if req.deferred_finish is not None:
+            return
         fut = req.compile_future
         if fut is not None and fut.done():
             req.compile_future = None
@@ -386,13 +428,16 @@ class LLM:
                 if self._jump_forward(req):
                     req.stored_logits = None
         if req.matcher is not None and req.grammar_ready and req.matcher.is_completed():
-            if not self._allows_non_stop(req):
-                self._finish(req, FinishReason.GRAMMAR)  # nothing left but EOS: save the forward
+            if not self.grammar.allows_non_stop(req.matcher, req.stop_token_ids):
+                self._end(req, FinishReason.GRAMMAR)  # nothing left but EOS: save the forward
             elif len(req.output_ids) >= req.params.max_tokens:
-                self._finish(req, FinishReason.LENGTH)
+                self._end(req, FinishReason.LENGTH)
 
     def _sample_and_advance(self, req: Request, logits: torch.Tensor) -> None:
         params = req.params
+        scored = None
+        if req.logprobs is not None:  # after the mask, before temperature and top-p (sample() scales in place)
+            scored = logits if params.greedy else logits.clone()
         try:
             token = sample(logits, params, req.generator)
         except ValueError:
@@ -415,7 +460,7 @@ class LLM:
             req.num_sampled += 1
             self._finish(req, FinishReason.STOP)
             return
-        req.append_sampled(token)
+        req.append_sampled(token, None if scored is None else entry_of(scored, token, params.logprobs, sampled=True))
         if self._hit_stop_string(req):
             return
         if len(req.output_ids) >= params.max_tokens:
@@ -424,7 +469,7 @@ class LLM:
         if params.jump_forward and req.matcher is not None:
             if self._jump_forward(req) and not self._hit_stop_string(req):
                 if len(req.output_ids) >= params.max_tokens:
-                    self._finish(req, FinishReason.LENGTH)
+                    self._end(req, FinishReason.LENGTH)
 
     def _hit_stop_string(self, req: Request) -> bool:
         """Cut the output at the first stop string and finish; True if one hit."""
@@ -435,7 +480,7 @@ class LLM:
         if not hits:
             return False
         req.text_end = min(hits)
-        self._finish(req, FinishReason.STOP)
+        self._end(req, FinishReason.STOP)
         return True
 
     def _jump_forward(self, req: Request) -> bool:
@@ -450,8 +495,20 @@ class LLM:
         if jump is None:
             return False
         keep = req.replace_output(jump.new_ids, jump.common_prefix)
+        first_new = len(req.prompt_ids) + jump.common_prefix
+        if req.logprobs is not None and keep >= first_new > 0:
+            # Feed the token before the new ones again: its row in the extend pass scores the first new token.
+            keep = req.num_cached = first_new - 1
         self.model_runner.crop(req.kv_cache, keep)
         return True
+
+    def _end(self, req: Request, reason: str) -> None:
+        """Finish ``req`` for ``reason``, or, when forced tokens still wait for
+        the forward pass that scores their log-probabilities, after it."""
+        if req.logprobs is not None and req.pending_ids and any(e is None for e in req.logprobs):
+            req.deferred_finish = reason
+        else:
+            self._finish(req, reason)
 
     def _finish(self, req: Request, reason: str, error: BaseException | str | None = None) -> None:
         req.finish(reason, error)
@@ -462,17 +519,6 @@ class LLM:
         st.jump_forward_tokens += req.sampled.count(False)
 
     # -------------------------------------------------------------- helpers
-
-    def _allows_non_stop(self, req: Request) -> bool:
-        """Whether ``req``'s matcher allows a token that is not a stop token."""
-        bitmask = allocate_token_bitmask(1, self.model_runner.vocab_size)
-        req.matcher.fill_next_token_bitmask(bitmask, 0)
-        words = bitmask[0].numpy().view("uint32").copy()  # (ceil(V/32),)
-        for tid in req.stop_token_ids:
-            w, b = divmod(tid, 32)
-            if w < words.size:
-                words[w] &= ~(1 << b) & 0xFFFFFFFF
-        return bool(words.any())
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))

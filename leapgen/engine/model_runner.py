@@ -277,7 +277,8 @@ class ModelRunner:
 
     @torch.no_grad()
     def batch_forward(self, caches: Sequence[Any], token_lists: Sequence[Sequence[int]],
-                      num_prompt: Sequence[int] | None = None) -> torch.Tensor:
+                      num_prompt: Sequence[int] | None = None,
+                      num_logits: Sequence[int] | None = None) -> torch.Tensor:
         """Append each sequence's new tokens to its cache in one forward pass
         and return the logits of the token after each sequence's last one.
 
@@ -293,18 +294,26 @@ class ModelRunner:
             tokens: they run in :attr:`prefill_dtype` (clipped to
             ``[0, len(tokens)]``). None: all tokens are generated ones (the
             model's dtype).
+        num_logits : sequence of int or None, default None
+            How many of each sequence's last positions to return logits of
+            (each in ``[1, len(tokens)]``; for log-probabilities of fed
+            tokens). None: one each.
 
         Returns
         -------
         torch.Tensor
-            float32, shape ``(batch, vocab_size)``: a fresh tensor the caller
-            may modify in place.
+            float32, a fresh tensor the caller may modify in place: shape
+            ``(batch, vocab_size)``, the logits of the token after each
+            sequence's last one; with ``num_logits``, ``(sum(num_logits),
+            vocab_size)``, each sequence's rows in position order (its next
+            token's row last), sequences in order.
 
         Raises
         ------
         ValueError
             If the lengths differ, the batch is empty, a sequence brings no
-            token, or ``num_prompt`` is not one int per sequence.
+            token, or ``num_prompt`` / ``num_logits`` is not one valid int
+            per sequence.
         """
         if len(caches) != len(token_lists) or not caches:
             raise ValueError("batch_forward needs as many caches as token lists, at least one")
@@ -313,6 +322,9 @@ class ModelRunner:
             raise ValueError("forward needs at least one token per sequence")
         if num_prompt is not None:
             num_prompt = _prompt_counts(num_prompt, counts)
+        if num_logits is not None and (len(num_logits) != len(counts)
+                                       or any(not 1 <= k <= n for k, n in zip(num_logits, counts))):
+            raise ValueError(f"num_logits must be one int in [1, tokens] per sequence, got {list(num_logits)}")
         starts = [c.length for c in caches]
         for cache, n in zip(caches, counts):
             cache.reserve(n)
@@ -327,8 +339,12 @@ class ModelRunner:
             h = h + self._mlp(layer.mlp, layer_index, layer.post_attention_layernorm(h), split)
         for cache, n in zip(caches, counts):
             cache.length += n
-        last = torch.tensor(counts).cumsum(0) - 1  # (B,) index of each sequence's last token
-        logits = self.model.lm_head(self._base.norm(h[0, last]))  # (B, V)
+        ends = torch.tensor(counts).cumsum(0)  # (B,) one past each sequence's last token
+        if num_logits is None:
+            rows = ends - 1
+        else:
+            rows = torch.cat([torch.arange(int(e) - k, int(e)) for e, k in zip(ends, num_logits)])
+        logits = self.model.lm_head(self._base.norm(h[0, rows]))  # (B or sum(num_logits), V)
         total = sum(counts)
         self.num_forwards += 1
         self.num_tokens_fed += total

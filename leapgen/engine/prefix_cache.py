@@ -84,6 +84,23 @@ class PrefixCache:
         keys, values = self._entries[best_key]
         return best, keys, values
 
+    def copy_into(self, cache, ids: Sequence[int], limit: int) -> int:
+        """Copy the KV of the longest stored prefix of ``ids`` (at most
+        ``limit`` tokens) into an empty :class:`~leapgen.engine.kv_cache.KvCache`.
+
+        Returns
+        -------
+        int
+            Tokens copied (0 on a miss; ``cache`` is then untouched).
+        """
+        n, keys, values = self.lookup(ids, limit)
+        if n:
+            cache.reserve(n)
+            cache.keys[:, :, :n] = keys[:, :, :n]
+            cache.values[:, :, :n] = values[:, :, :n]
+            cache.length = n
+        return n
+
     def insert(self, ids: Sequence[int], keys: torch.Tensor, values: torch.Tensor) -> None:
         """Store a copy of the KV of ``ids`` (``keys``/``values``: ``(layers,
         kv_heads, >= len(ids), head_dim)``, position ``i`` = token ``ids[i]``).

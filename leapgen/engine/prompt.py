@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Sequence
 
 _LONE_SURROGATE = re.compile("[\\ud800-\\udfff]")
 
 
-def build_prompt_ids(tokenizer: Any, prompt: str | list[dict], *, chat: bool = True) -> list[int]:
+def build_prompt_ids(tokenizer: Any, prompt: str | list[dict] | list[int], *, chat: bool = True) -> list[int]:
     """Tokenize a prompt.
 
     Parameters
     ----------
     tokenizer : transformers.PreTrainedTokenizerBase
-    prompt : str or list of dict
+    prompt : str or list of dict or list of int
         The user's message (``chat=True``) or the raw text to continue; or a
         whole conversation, ``[{"role": ..., "content": ...}, ...]``
-        (``chat=True`` only).
+        (``chat=True`` only); or the prompt's token ids, used as they are
+        (SGLang's ``input_ids``, a completion's token prompt; ``chat`` does
+        not apply).
     chat : bool, default True
         Wrap ``prompt`` as one user message in the tokenizer's chat template,
         with the assistant turn opened (``add_generation_prompt=True``). Falls
@@ -35,6 +37,10 @@ def build_prompt_ids(tokenizer: Any, prompt: str | list[dict], *, chat: bool = T
         tokenizes to no token.
     """
     messages = None
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        if min(prompt) < 0:
+            raise ValueError(f"prompt token ids must be >= 0, got {min(prompt)}")
+        return list(prompt)
     if isinstance(prompt, list) and chat:
         if not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in prompt) or not prompt:
             raise ValueError("a conversation must be a non-empty list of {'role', 'content': str} dicts")
@@ -60,6 +66,25 @@ def build_prompt_ids(tokenizer: Any, prompt: str | list[dict], *, chat: bool = T
     if not ids:
         raise ValueError("the prompt is empty (no token to condition on)")
     return list(ids)
+
+
+def check_prompt_fits(prompt_ids: Sequence[int], max_tokens: int, vocab_size: int, context: int | None) -> None:
+    """Refuse prompt ids outside the vocabulary, and a prompt that does not
+    leave ``max_tokens`` in the model's ``context`` (as vLLM refuses it; one
+    prefill past the context would stall every other request for minutes).
+
+    Raises
+    ------
+    ValueError
+        Naming the limit.
+    """
+    if max(prompt_ids) >= vocab_size:
+        raise ValueError(f"prompt token id {max(prompt_ids)} is not in the vocabulary (size {vocab_size})")
+    if context is not None and len(prompt_ids) >= context:
+        raise ValueError(f"the prompt has {len(prompt_ids)} tokens; the model's context is {context} tokens")
+    if context is not None and len(prompt_ids) + max_tokens > context:
+        raise ValueError(f"the prompt ({len(prompt_ids)} tokens) plus max_tokens ({max_tokens}) exceeds "
+                         f"the model's context of {context} tokens")
 
 
 def default_stop_token_ids(tokenizer: Any, model: Any) -> frozenset:

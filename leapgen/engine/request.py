@@ -99,8 +99,14 @@ class RequestOutput:
         ``"SchemaError"``: a subclass of ``GrammarError`` means a bad grammar,
         the caller's fault), or None.
     cached_prompt_tokens : int
-        Prompt tokens whose KV was reused from the prefix cache (not
-        prefilled).
+        Prompt tokens whose KV was reused (from the prefix cache, or from the
+        first sample's prefill when ``n > 1``), not prefilled.
+    index : int
+        Which of the request's ``n`` samples this is (0 when ``n == 1``).
+    logprobs : tuple of TokenLogprob or None
+        One per output token (those of the returned text: a stop string's
+        cut drops the rest) when ``SamplingParams.logprobs`` was set; see
+        :mod:`leapgen.engine.logprobs`.
     """
 
     request_id: int
@@ -120,6 +126,14 @@ class RequestOutput:
     error: str | None = None
     error_type: str | None = None
     cached_prompt_tokens: int = 0
+    index: int = 0
+    logprobs: tuple | None = None
+
+    @property
+    def completion_tokens_wo_jump_forward(self) -> int:
+        """Output tokens the sampler chose (SGLang's name):
+        ``completion_tokens - jump_forward_tokens``."""
+        return self.completion_tokens - self.jump_forward_tokens
 
     @property
     def jump_forward_ratio(self) -> float:
@@ -157,7 +171,23 @@ class Request:
     num_cached : int
         Tokens of ``prompt_ids + output_ids`` whose keys/values the cache holds.
     num_prefix_cached : int
-        Prompt tokens whose KV came from the prefix cache (not prefilled).
+        Prompt tokens whose KV came from the prefix cache or a leader (not
+        prefilled).
+    index : int
+        The sample's index among its request's ``n``.
+    leader : Request or None
+        For sample ``i > 0`` of a request with ``n > 1``: sample 0, whose
+        prompt KV this one copies once prefilled (None once copied, or when
+        the request prefills its own prompt).
+    logprobs : list of TokenLogprob or None
+        Per output token when log-probabilities are asked for; an entry is
+        None until the forward pass that scores it (a forced token).
+    owns_compile : bool
+        Whether finishing may cancel ``compile_future`` (False when the
+        request's samples share it).
+    deferred_finish : str or None
+        A finish reason held back until the next forward pass has scored the
+        forced tokens' log-probabilities.
     """
 
     request_id: int
@@ -185,6 +215,11 @@ class Request:
     error_type: str | None = None
     start_time: float = field(default_factory=time.perf_counter)
     end_time: float | None = None
+    index: int = 0
+    leader: Any = None
+    owns_compile: bool = True
+    logprobs: list | None = None
+    deferred_finish: str | None = None
 
     @property
     def is_finished(self) -> bool:
@@ -213,10 +248,13 @@ class Request:
         """Tokens the next forward pass must feed (not yet in the KV cache)."""
         return (self.prompt_ids + self.output_ids)[self.num_cached :]
 
-    def append_sampled(self, token_id: int) -> None:
-        """Append a token the sampler chose. Mutates ``output_ids``/``sampled``."""
+    def append_sampled(self, token_id: int, logprob: Any = None) -> None:
+        """Append a token the sampler chose (and its :class:`TokenLogprob`
+        when log-probabilities are kept). Mutates ``output_ids``/``sampled``."""
         self.output_ids.append(token_id)
         self.sampled.append(True)
+        if self.logprobs is not None:
+            self.logprobs.append(logprob)
         self.num_sampled += 1
         if self.first_token_time is None:
             self.first_token_time = time.perf_counter()
@@ -243,15 +281,17 @@ class Request:
 
         Notes
         -----
-        Mutates ``output_ids``, ``sampled``, ``num_cached`` and
+        Mutates ``output_ids``, ``sampled``, ``logprobs``, ``num_cached`` and
         ``num_jump_forwards``; tokens from ``common_prefix`` on are flagged
-        not sampled.
+        not sampled (and not scored yet).
         """
         if self.num_cached > len(self.prompt_ids):
             self.num_cached = len(self.prompt_ids) + min(common_prefix, self.num_output_cached)
         # else: the prompt is not (fully) cached yet; nothing cached to drop.
         self.output_ids = list(new_ids)
         self.sampled = self.sampled[:common_prefix] + [False] * (len(new_ids) - common_prefix)
+        if self.logprobs is not None:
+            self.logprobs = self.logprobs[:common_prefix] + [None] * (len(new_ids) - common_prefix)
         self.num_jump_forwards += 1
         if self.first_token_time is None and self.num_forwards:
             self.first_token_time = time.perf_counter()
@@ -270,11 +310,12 @@ class Request:
         self.end_time = time.perf_counter()
         self.kv_cache = None
         self.stored_logits = None
-        if self.compile_future is not None:
-            self.compile_future.cancel()
+        if self.compile_future is not None and self.owns_compile:
+            self.compile_future.cancel()  # (not one its sibling samples still wait for)
 
-    def to_output(self, text: str) -> RequestOutput:
-        """Freeze into a :class:`RequestOutput` (``text`` = decoded output)."""
+    def to_output(self, text: str, logprobs: tuple | None = None) -> RequestOutput:
+        """Freeze into a :class:`RequestOutput` (``text`` = decoded output,
+        ``logprobs`` its entries, already cut to the returned text)."""
         end = self.end_time if self.end_time is not None else time.perf_counter()
         elapsed = max(end - self.start_time, 1e-9)
         generating = max(elapsed - self.compile_ms / 1000.0, 1e-9)
@@ -297,4 +338,6 @@ class Request:
             error=self.error,
             error_type=self.error_type,
             cached_prompt_tokens=self.num_prefix_cached,
+            index=self.index,
+            logprobs=logprobs,
         )

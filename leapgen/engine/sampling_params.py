@@ -8,6 +8,8 @@ from typing import Any
 
 #: Separators of the default JSON layout (see :class:`SamplingParams`).
 DEFAULT_JSON_SEPARATORS = (", ", ": ")
+#: Most alternatives ``logprobs`` may ask for per token (OpenAI's ``top_logprobs`` bound).
+MAX_TOP_LOGPROBS = 20
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,10 @@ class SamplingParams:
         Constrain the output to this Lark grammar (start rule ``start``), with
         the language of Lark's Earley parser (see :mod:`leapgen.grammar.lark`).
     json_object : bool, default False
-        Constrain the output to any JSON value (the builtin JSON grammar;
-        OpenAI's ``response_format={"type": "json_object"}``).
+        Constrain the output to a JSON object (any members; OpenAI's
+        ``response_format={"type": "json_object"}``), in the JSON layout
+        below: the schema ``{"type": "object"}`` read as the specification
+        does (``json_strict`` does not apply).
     structural_tag : dict or str or None, default None
         Constrain the output to a structural tag (xgrammar's format, a dict or
         its JSON text; both the ``format`` form and the legacy
@@ -53,8 +57,12 @@ class SamplingParams:
         tags... (see :meth:`leapgen.GrammarCompiler.compile_structural_tag`).
         Its JSON Schema contents take the layout knobs below (by default the
         fixed ``", "`` / ``": "`` layout, whose keys jump-forward appends;
-        ``json_indent`` is refused with it). At most one of ``json_schema``,
-        ``regex``, ``ebnf``, ``lark``, ``json_object`` and ``structural_tag``.
+        ``json_indent`` is refused with it).
+    choice : sequence of str or None, default None
+        Constrain the output to exactly one of these strings (vLLM's
+        ``choice``; compiled as a trie). At most one of ``json_schema``,
+        ``regex``, ``ebnf``, ``lark``, ``json_object``, ``structural_tag`` and
+        ``choice``.
     stop : tuple of str, default ()
         Stop strings: the completion ends (``finish_reason="stop"``) at the
         first one that appears in the output text, which is cut before it.
@@ -71,6 +79,18 @@ class SamplingParams:
     json_strict : bool, default True
         An object schema without ``additionalProperties`` admits no other
         properties (OpenAI's strict mode); False: the specification's meaning.
+    json_whitespace_pattern : str or None, default None
+        A regex for each whitespace run between JSON tokens (vLLM's
+        ``whitespace_pattern``; implies free whitespace, matching JSON
+        whitespace only).
+    n : int, default 1
+        Samples of the prompt (vLLM's and OpenAI's ``n``): the prompt is
+        prefilled once; sample ``i`` has its own matcher and generator,
+        seeded ``seed + i`` when ``seed`` is given (as vLLM does).
+    logprobs : int or None, default None
+        Report each output token's log-probability and this many most likely
+        alternatives (0-20); None reports none. See
+        :mod:`leapgen.engine.logprobs` for what is reported.
 
     Raises
     ------
@@ -107,6 +127,10 @@ class SamplingParams:
     json_separators: tuple[str, str] = DEFAULT_JSON_SEPARATORS
     json_indent: int | None = None
     json_strict: bool = True
+    choice: tuple[str, ...] | None = None
+    json_whitespace_pattern: str | None = None
+    n: int = 1
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         _check_int("max_tokens", self.max_tokens, minimum=1)
@@ -144,11 +168,26 @@ class SamplingParams:
         for name in ("json_object", "json_strict"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        given = [n for n in ("json_schema", "regex", "ebnf", "lark", "structural_tag") if getattr(self, n) is not None]
+        if self.choice is not None:
+            if isinstance(self.choice, (str, bytes)) or not hasattr(self.choice, "__iter__"):
+                raise ValueError(f"choice must be a sequence of str, got {self.choice!r}")
+            choice = tuple(self.choice)
+            if not choice or not all(isinstance(c, str) for c in choice):
+                raise ValueError("choice must be a non-empty sequence of str")
+            object.__setattr__(self, "choice", choice)
+        if self.json_whitespace_pattern is not None and not isinstance(self.json_whitespace_pattern, str):
+            raise ValueError(f"json_whitespace_pattern must be a str, got {self.json_whitespace_pattern!r}")
+        _check_int("n", self.n, minimum=1)
+        if self.logprobs is not None:
+            _check_int("logprobs", self.logprobs, minimum=0)
+            if self.logprobs > MAX_TOP_LOGPROBS:
+                raise ValueError(f"logprobs must be <= {MAX_TOP_LOGPROBS}, got {self.logprobs}")
+        given = [n for n in ("json_schema", "regex", "ebnf", "lark", "structural_tag", "choice")
+                 if getattr(self, n) is not None]
         given += ["json_object"] if self.json_object else []
         if len(given) > 1:
-            raise ValueError(f"give at most one grammar (json_schema, regex, ebnf, lark, json_object, structural_tag), "
-                             f"got {given}")
+            raise ValueError("give at most one grammar (json_schema, regex, ebnf, lark, json_object, structural_tag, "
+                             f"choice), got {given}")
         stop = (self.stop,) if isinstance(self.stop, str) else self.stop
         if not isinstance(stop, (tuple, list)) or not all(isinstance(x, str) and x for x in stop):
             raise ValueError(f"stop must be a sequence of non-empty str, got {self.stop!r}")
@@ -181,9 +220,11 @@ class SamplingParams:
 
     @property
     def constrained(self) -> bool:
-        """True when a grammar (JSON Schema, regex, EBNF, Lark, JSON, structural tag) constrains the output."""
+        """True when a grammar (JSON Schema, regex, EBNF, Lark, JSON object, structural tag, choice)
+        constrains the output."""
         return (self.json_schema is not None or self.regex is not None or self.ebnf is not None
-                or self.lark is not None or self.json_object or self.structural_tag is not None)
+                or self.lark is not None or self.json_object or self.structural_tag is not None
+                or self.choice is not None)
 
 
 def _check_int(name: str, value: Any, *, minimum: int | None = None) -> None:

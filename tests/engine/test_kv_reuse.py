@@ -85,14 +85,14 @@ def test_engine_extends_match_from_scratch(loaded_model, monkeypatch):
 
     real_forward = runner.batch_forward
 
-    def batch_forward(caches, token_lists, num_prompt=None):
+    def batch_forward(caches, token_lists, num_prompt=None, num_logits=None):
         assert len(caches) == 1  # one request: a batch of one
         req = llm.scheduler.running[0]
         full = req.prompt_ids + req.output_ids
         before = runner.cache_length(caches[0])
         # What the engine feeds is exactly the request's uncached tail.
         assert list(token_lists[0]) == full[before:]
-        logits = real_forward(caches, token_lists, num_prompt)
+        logits = real_forward(caches, token_lists, num_prompt, num_logits)
         events.append(("forward", len(token_lists[0]), full, logits[0].clone()))
         return logits
 
