@@ -1,7 +1,9 @@
 """The OpenAI-compatible HTTP server: :func:`create_app` and :func:`serve`.
 
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``,
-``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text).
+``POST /generate`` (SGLang's native API), ``GET /v1/models``, ``GET /health``,
+``GET /metrics`` (Prometheus text). Which request fields are honoured:
+``docs/server_fields.md``.
 Requests are handled on the asyncio loop; the model runs in the engine loop
 thread of :class:`leapgen.engine.async_llm.AsyncLLM`. Every error is an
 OpenAI-shaped JSON object; a malformed body or grammar is a 400.
@@ -21,8 +23,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from leapgen.engine.async_llm import AsyncLLM
 from leapgen.server.protocol import ChatCompletionRequest, CompletionRequest, error_body, now
+from leapgen.server.protocol_sglang import GenerateRequest
 from leapgen.server.serving_chat import create_chat_completion
 from leapgen.server.serving_completions import create_completion
+from leapgen.server.serving_generate import create_generate
 
 logger = logging.getLogger("leapgen.server")
 
@@ -53,7 +57,9 @@ def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tok
 
     @app.exception_handler(ValueError)
     async def _bad_value(_: Request, exc: ValueError) -> JSONResponse:
-        return JSONResponse(error_body(str(exc)), status_code=400)
+        # (a RequestRefused names its field: "not supported: <field>")
+        return JSONResponse(error_body(str(exc), param=getattr(exc, "param", None), code=getattr(exc, "code", None)),
+                            status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -87,6 +93,10 @@ def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tok
             return refusal
         return await create_completion(body, http, engine, model_name, default_max_tokens)
 
+    @app.post("/generate")
+    async def generate(body: GenerateRequest, http: Request) -> Any:
+        return await create_generate(body, http, engine)
+
     @app.get("/v1/models")
     async def models() -> dict:
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": now(),
@@ -118,8 +128,11 @@ def _validation_message(errors: list) -> tuple[str, str | None]:
         pos = loc[0] if loc else "?"
         reason = (first.get("ctx") or {}).get("error", "JSON decode error")
         return f"the request body is not valid JSON: {reason} at character {pos}", None
-    loc = [p for p in loc if not (isinstance(p, str) and (p.split("[")[0] in _UNION_TAGS or "[" in p))]
+    loc = [p for p in loc if not (isinstance(p, str) and (p.split("[")[0] in _UNION_TAGS or "[" in p
+                                                          or p[:1].isupper()))]  # (a model's name: a union tag)
     param = ".".join(str(p) for p in loc) or None
+    if first.get("type") == "extra_forbidden":
+        return f"unknown field: {param} (not a field of this endpoint; see docs/server_fields.md)", param
     msg = first.get("msg", "invalid value")
     return f"invalid request: {msg} (at {param or 'the body'})", param
 

@@ -1,9 +1,12 @@
-"""What chat and text completions share: submit to the engine, wait for the
-grammar, answer in full or stream Server-Sent Events, map errors, cancel on
-disconnect.
+"""What every completion endpoint shares: submit a request's prompts to the
+engine, wait for their grammar, answer in full or stream Server-Sent
+Events, map errors, cancel on disconnect.
 
-One responsibility: the life of one HTTP completion request. The endpoint
-modules only say how a response and a stream chunk look.
+One responsibility: the life of one HTTP completion request, which may hold
+several prompts (a batch) of ``n`` samples each. Its *choices* are numbered
+prompt-major: choice ``p * n + i`` is sample ``i`` of prompt ``p``. The
+endpoint modules only say how a response and a stream chunk look
+(:class:`Renderer`).
 """
 
 from __future__ import annotations
@@ -11,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 from fastapi import Request as HttpRequest
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from leapgen.engine.async_llm import AsyncLLM, RequestStream, StreamEvent
-from leapgen.server.protocol import error_body, finish_reason_of, usage_of
+from leapgen.engine.async_llm import AsyncLLM, StreamEvent
+from leapgen.server.protocol import error_body
 
 #: Seconds between checks that a non-streaming client is still connected.
 DISCONNECT_POLL_S = 0.25
@@ -35,109 +38,221 @@ class Renderer:
     response_id : str
     model : str
     created : int
+    token_bytes : sequence of bytes or None
+        Each token id's bytes (for log-probability entries).
     """
 
-    def __init__(self, response_id: str, model: str, created: int):
+    def __init__(self, response_id: str, model: str, created: int, token_bytes: Sequence[bytes] | None = None):
         self.response_id = response_id
         self.model = model
         self.created = created
+        self.token_bytes = token_bytes
 
-    def full(self, out: Any) -> dict:
-        """The non-streamed response body of the finished ``out``."""
+    def full(self, outs: list) -> dict:
+        """The non-streamed response body of the finished outputs (one per
+        choice, in choice order)."""
         raise NotImplementedError
 
-    def chunk(self, delta: str | None, finish_reason: str | None) -> dict:
-        """One stream chunk: text ``delta`` (None on the last chunk) and the
-        finish reason (None until the last chunk)."""
+    def chunk(self, index: int, delta: str | None, finish_reason: str | None, logprobs: tuple = ()) -> dict:
+        """One stream chunk of choice ``index``: text ``delta`` (None on its
+        last chunk), the finish reason (None until then) and the log-prob
+        entries of the tokens it completes."""
         raise NotImplementedError
 
-    def usage_chunk(self, out: Any) -> dict:
+    def usage_chunk(self, outs: list) -> dict:
         """The trailing chunk with ``usage`` (``stream_options.include_usage``)."""
-        body = self.chunk(None, None)
+        from leapgen.server.protocol import usage_of
+
+        body = self.chunk(0, None, None)
         body["choices"] = []
-        body["usage"] = usage_of(out)
+        body["usage"] = usage_of(outs)
         return body
 
+    def token_text(self, token_id: int) -> tuple[str, list[int]]:
+        """A token's text (undecodable bytes replaced) and its bytes."""
+        data = self.token_bytes[token_id] if self.token_bytes is not None else b""
+        return data.decode("utf-8", "replace"), list(data)
 
-async def serve_completion(http: HttpRequest, engine: AsyncLLM, prompt: Any, params: Any, *, chat: bool,
-                           grammar_field: str | None, stream: bool, include_usage: bool,
-                           renderer: Renderer) -> Any:
-    """Run one completion and answer it.
+
+class RequestGroup:
+    """The engine streams of one HTTP request (one per prompt), read as one
+    sequence of ``(choice index, StreamEvent)``.
+
+    Parameters
+    ----------
+    engine : AsyncLLM
+    prompts : sequence
+        Each a str, a conversation or token ids.
+    params : sequence of SamplingParams
+        One per prompt.
+    chat : bool
+    """
+
+    def __init__(self, engine: AsyncLLM, prompts: Sequence[Any], params: Sequence[Any], *, chat: bool):
+        self.handles = [engine.submit(p, sp, chat=chat) for p, sp in zip(prompts, params)]
+        self.offsets, total = [], 0
+        for sp in params:
+            self.offsets.append(total)
+            total += sp.n
+        self.num_choices = total
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._tasks = [asyncio.ensure_future(self._pump(k, h, sp.n))
+                       for k, (h, sp) in enumerate(zip(self.handles, params))]
+        self._finals = 0
+
+    async def _pump(self, k: int, handle: Any, n: int) -> None:
+        finals = 0
+        while finals < n:
+            event = await handle.get()
+            finals += event.output is not None
+            await self._queue.put((self.offsets[k] + event.index, event))
+
+    @property
+    def done(self) -> bool:
+        """Whether every choice's final event was read."""
+        return self._finals >= self.num_choices
+
+    async def next(self, http: HttpRequest | None) -> tuple[int, StreamEvent]:
+        """The next event, checking the client connection at most every
+        ``DISCONNECT_POLL_S`` seconds while waiting (also while events keep
+        arriving: a non-streamed request gets one every decode step).
+
+        Raises
+        ------
+        ClientGone
+            The client disconnected.
+        """
+        task = asyncio.ensure_future(self._queue.get())
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+                if http is not None:
+                    now = time.monotonic()
+                    if now - getattr(self, "_checked_at", 0.0) >= DISCONNECT_POLL_S:
+                        self._checked_at = now
+                        if await http.is_disconnected():
+                            raise ClientGone()
+                if done:
+                    index, event = task.result()
+                    self._finals += event.output is not None
+                    return index, event
+        finally:
+            if not task.done():
+                task.cancel()
+
+    def cancel(self) -> None:
+        """Abort every prompt's request (a no-op for finished ones) and stop reading."""
+        for handle in self.handles:
+            handle.cancel()
+        for task in self._tasks:
+            task.cancel()
+
+
+async def serve_completion(http: HttpRequest, engine: AsyncLLM, prompts: Sequence[Any], params: Sequence[Any], *,
+                           chat: bool, grammar_field: str | None, renderer: Any, stream_body: Any = None) -> Any:
+    """Run one HTTP completion request (all its prompts) and answer it.
+
+    Parameters
+    ----------
+    http : fastapi.Request
+    engine : AsyncLLM
+    prompts : sequence
+        Each a str, a conversation or token ids.
+    params : sequence of SamplingParams
+        One per prompt.
+    chat : bool
+        Apply the chat template.
+    grammar_field : str or None
+        The request field holding the constraint (named by a grammar's 400).
+    renderer : Renderer
+        Shapes the full response (``renderer.full``).
+    stream_body : callable or None
+        ``stream_body(group, buffered) -> async iterator of str``, the SSE
+        body; None answers in full.
 
     Returns
     -------
     JSONResponse or StreamingResponse
         400 (OpenAI-shaped, naming the field and where in the grammar) when
-        the grammar or the prompt is bad, before any streaming starts; 500
-        for an engine failure.
+        the grammar or a prompt is bad, before any streaming starts; 500 for
+        an engine failure.
     """
-    handle = engine.submit(prompt, params, chat=chat)
+    group = RequestGroup(engine, prompts, params, chat=chat)
+    buffered: list[tuple[int, StreamEvent]] = []
     try:
-        first = await _next_event(handle, http)
-        if first.output is not None and first.output.finish_reason == "error":
-            return error_response(first.output, grammar_field)
-        if not stream:
-            event = first
-            while event.output is None:
-                event = await _next_event(handle, http)
-            if event.output.finish_reason == "error":
+        seen: set[int] = set()
+        while len(seen) < len(group.handles):  # each prompt's first event: ready, or its failure
+            index, event = await group.next(http)
+            buffered.append((index, event))
+            prompt = max(k for k, off in enumerate(group.offsets) if off <= index)
+            seen.add(prompt)
+            if event.output is not None and event.output.finish_reason == "error":
+                group.cancel()
                 return error_response(event.output, grammar_field)
-            return JSONResponse(renderer.full(event.output))
+        if stream_body is None:
+            outs: list = [None] * group.num_choices
+            pending = list(buffered)
+            while pending or not group.done:
+                index, event = pending.pop(0) if pending else await group.next(http)
+                if event.output is not None:
+                    if event.output.finish_reason == "error":
+                        group.cancel()
+                        return error_response(event.output, grammar_field)
+                    outs[index] = event.output
+            return JSONResponse(renderer.full(outs))
     except ClientGone:
-        handle.cancel()  # frees the KV; nobody is left to read an answer
+        group.cancel()  # frees the KV; nobody is left to read an answer
         return Response(status_code=499)
     except asyncio.CancelledError:
-        handle.cancel()
+        group.cancel()
         raise
-    return StreamingResponse(_sse(handle, first, renderer, include_usage), media_type="text/event-stream")
+    body = stream_body(group, buffered)
+    return StreamingResponse(_cancelling(body, group), media_type="text/event-stream")
 
 
-async def _next_event(handle: RequestStream, http: HttpRequest) -> StreamEvent:
-    """The next event, checking the client connection at most every
-    ``DISCONNECT_POLL_S`` seconds, also while events keep arriving (a
-    non-streamed request gets a delta every decode step: checking only when
-    none came in time never noticed a client that left mid-generation)."""
-    task = asyncio.ensure_future(handle.get())
+async def _cancelling(body: AsyncIterator[str], group: RequestGroup) -> AsyncIterator[str]:
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
-            now = time.monotonic()
-            if now - getattr(handle, "disconnect_checked_at", 0.0) >= DISCONNECT_POLL_S:
-                handle.disconnect_checked_at = now
-                if await http.is_disconnected():
-                    raise ClientGone()
-            if done:
-                return task.result()
+        async for part in body:
+            yield part
     finally:
-        if not task.done():
-            task.cancel()
+        group.cancel()  # a no-op once finished; frees the KV on disconnect
 
 
-async def _sse(handle: RequestStream, first: StreamEvent, renderer: Renderer,
-               include_usage: bool) -> AsyncIterator[str]:
-    """Server-Sent Events of one request (text as it is appended, forced text
-    included); cancels the request if the client goes away."""
-    try:
-        event = first
-        while True:
-            if event.delta:
-                yield _data(renderer.chunk(event.delta, None))
-            if event.output is not None:
-                break
-            event = await handle.get()
+async def events_of(group: RequestGroup, buffered: list) -> AsyncIterator[tuple[int, StreamEvent]]:
+    """The buffered events, then the rest until every choice is final."""
+    for item in buffered:
+        yield item
+    while not group.done:
+        yield await group.next(None)
+
+
+async def openai_sse(group: RequestGroup, buffered: list, renderer: Any, *, include_usage: bool) -> AsyncIterator[str]:
+    """Server-Sent Events of an OpenAI completion: per choice, text chunks as
+    it grows (forced text included), then its finish chunk; the usage chunk
+    when asked; ``[DONE]``. A failed choice ends the stream with an error
+    object."""
+    from leapgen.server.protocol import finish_reason_of
+
+    outs: list = [None] * group.num_choices
+    async for index, event in events_of(group, buffered):
+        if event.delta or event.logprobs:
+            yield data_line(renderer.chunk(index, event.delta, None, event.logprobs))
         out = event.output
+        if out is None:
+            continue
         if out.finish_reason == "error":
-            yield _data(error_body(out.error or "the request failed", type_="server_error"))
-        else:
-            yield _data(renderer.chunk(None, finish_reason_of(out)))
-            if include_usage:
-                yield _data(renderer.usage_chunk(out))
-        yield "data: [DONE]\n\n"
-    finally:
-        handle.cancel()  # a no-op once finished; frees the KV on disconnect
+            yield data_line(error_body(out.error or "the request failed", type_="server_error"))
+            yield "data: [DONE]\n\n"
+            return
+        outs[index] = out
+        yield data_line(renderer.chunk(index, None, finish_reason_of(out)))
+    if include_usage:
+        yield data_line(renderer.usage_chunk(outs))
+    yield "data: [DONE]\n\n"
 
 
-def _data(body: dict) -> str:
+def data_line(body: dict) -> str:
+    """One SSE ``data:`` line."""
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
 
@@ -160,4 +275,3 @@ def is_client_error(error_type: str | None) -> bool:
         return True
     cls = getattr(leapgen.errors, error_type or "", None)
     return isinstance(cls, type) and issubclass(cls, leapgen.errors.GrammarError)
-

@@ -9,32 +9,49 @@ from fastapi import Request as HttpRequest
 
 from leapgen.engine.async_llm import AsyncLLM
 from leapgen.server.protocol import ChatCompletionRequest, finish_reason_of, make_id, now, usage_of
-from leapgen.server.serving_base import Renderer, serve_completion
+from leapgen.server.serving_base import Renderer, openai_sse, serve_completion
 
 
 class ChatRenderer(Renderer):
     """``chat.completion`` / ``chat.completion.chunk`` objects."""
 
-    def __init__(self, response_id: str, model: str, created: int):
-        super().__init__(response_id, model, created)
-        self._sent_role = False
+    def __init__(self, *args, wants_logprobs: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._wants_logprobs = wants_logprobs
+        self._sent_role: set[int] = set()
 
-    def full(self, out: Any) -> dict:
+    def logprobs(self, entries) -> dict | None:
+        """OpenAI's ``choices[i].logprobs`` of some entries (None without ``logprobs``)."""
+        if not self._wants_logprobs:
+            return None
+        content = []
+        for e in entries or ():
+            token, data = self.token_text(e.token_id)
+            top = []
+            for tid, lp in e.top:
+                t, b = self.token_text(tid)
+                top.append({"token": t, "logprob": lp, "bytes": b})
+            content.append({"token": token, "logprob": e.logprob, "bytes": data, "top_logprobs": top})
+        return {"content": content, "refusal": None}
+
+    def full(self, outs: list) -> dict:
+        choices = [{"index": i, "message": {"role": "assistant", "content": out.text},
+                    "finish_reason": finish_reason_of(out), "logprobs": self.logprobs(out.logprobs)}
+                   for i, out in enumerate(outs)]
         return {"id": self.response_id, "object": "chat.completion", "created": self.created, "model": self.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": out.text},
-                             "finish_reason": finish_reason_of(out), "logprobs": None}],
-                "usage": usage_of(out)}
+                "choices": choices, "usage": usage_of(outs)}
 
-    def chunk(self, delta: str | None, finish_reason: str | None) -> dict:
+    def chunk(self, index: int, delta: str | None, finish_reason: str | None, logprobs: tuple = ()) -> dict:
         body: dict = {}
-        if not self._sent_role:
+        if index not in self._sent_role:
             body["role"] = "assistant"
-            self._sent_role = True
+            self._sent_role.add(index)
         if delta is not None:
             body["content"] = delta
         return {"id": self.response_id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.model,
-                "choices": [{"index": 0, "delta": body, "finish_reason": finish_reason, "logprobs": None}]}
+                "choices": [{"index": index, "delta": body, "finish_reason": finish_reason,
+                             "logprobs": self.logprobs(logprobs) if delta is not None else None}]}
 
 
 async def create_chat_completion(body: ChatCompletionRequest, http: HttpRequest, engine: AsyncLLM,
@@ -44,13 +61,19 @@ async def create_chat_completion(body: ChatCompletionRequest, http: HttpRequest,
     Raises
     ------
     ValueError
-        If the sampling fields are inconsistent (the app answers 400).
+        If a field is refused or the sampling fields are inconsistent (the
+        app answers 400 naming the field).
     """
-    if body.max_completion_tokens is not None and body.max_tokens is None:
-        body.max_tokens = body.max_completion_tokens
-    params, field = body.to_sampling_params(default_max_tokens)
-    messages = [m.model_dump() for m in body.messages]
-    renderer = ChatRenderer(make_id("chatcmpl"), model_name, now())
+    params, field = body.to_sampling_params(default_max_tokens, backend=engine.llm.grammar.backend_name,
+                                            logprobs=body.num_logprobs(), max_tokens=body.max_completion_tokens)
+    messages = body.prompt_messages()
+    wants = params.logprobs is not None
+    renderer = ChatRenderer(make_id("chatcmpl"), model_name, now(),
+                            engine.llm.grammar.vocabulary.token_bytes if wants else None, wants_logprobs=wants)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return await serve_completion(http, engine, messages, params, chat=True, grammar_field=field,
-                                  stream=body.stream, include_usage=include_usage, renderer=renderer)
+    stream_body = None
+    if body.stream:
+        stream_body = lambda group, buffered: openai_sse(  # noqa: E731
+            group, buffered, renderer, include_usage=include_usage)
+    return await serve_completion(http, engine, [messages], [params], chat=True, grammar_field=field,
+                                  renderer=renderer, stream_body=stream_body)
