@@ -427,6 +427,8 @@ class LLM:
                 # (or the extend after it: the stored logits are then stale).
                 if self._jump_forward(req):
                     req.stored_logits = None
+                    if self._hit_stop_string(req):  # a stop string inside the forced text ends it there
+                        return
         if req.matcher is not None and req.grammar_ready and req.matcher.is_completed():
             if not self.grammar.allows_non_stop(req.matcher, req.stop_token_ids):
                 self._end(req, FinishReason.GRAMMAR)  # nothing left but EOS: save the forward

@@ -48,6 +48,13 @@ def test_stop_token_ids_override(llm):
     assert "." not in out.text and "Paris" in out.text
 
 
+def test_a_stop_string_in_text_forced_from_the_start_cuts_it(llm):
+    # The whole output is forced before anything is sampled; the stop string still ends it (it used to be
+    # checked after sampled tokens only, so the forced text came back whole).
+    out = llm.generate("x", SamplingParams(regex="a, b, c", stop=(", b",), max_tokens=10))[0]
+    assert out.text == "a" and out.finish_reason == FinishReason.STOP
+
+
 def test_regex(llm):
     out = llm.generate("Give me a phone number.", SamplingParams(regex=r"[0-9]{3}-[0-9]{4}"))[0]
     assert re.fullmatch(r"[0-9]{3}-[0-9]{4}", out.text), out.text
