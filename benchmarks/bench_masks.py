@@ -153,7 +153,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--subset", default=None, help="comma-separated JSONSchemaBench subsets (default: all)")
     p.add_argument("--max-instances", type=int, default=3, help="valid instances per JSONSchemaBench schema")
-    p.add_argument("--groups", default="regex,schema,jsb,cfg", help="workload groups to run")
+    p.add_argument("--groups", default="regex,schema,jsb,cfg", help="workload groups to run (also: choice, "
+                                                                     "10,000 choices)")
     p.add_argument("--no-strict", action="store_true", help="JSON Schemas with strict_mode=False (the spec's "
                                                             "additionalProperties default)")
     p.add_argument("--out", default=None, help="write the raw results as JSON here (benchmarks/results/ is "
@@ -186,6 +187,8 @@ def main(argv=None) -> int:
                                                        subsets=args.subset.split(",") if args.subset else None)
     if "cfg" in groups:
         grammars += workloads.cfg_grammars()
+    if "choice" in groups:
+        grammars += workloads.choice_grammars()
 
     def encode(text: str) -> list[int]:
         return hf_tokenizer.encode(text, add_special_tokens=False)

@@ -13,7 +13,7 @@ from importlib import metadata
 
 import numpy as np
 
-GROUPS = ("regex", "schema", "jsb", "cfg")
+GROUPS = ("regex", "schema", "jsb", "cfg", "choice")
 
 
 def machine() -> str:
@@ -71,6 +71,23 @@ def _stats_row(us: np.ndarray) -> list[str]:
             _fmt(us.max())]
 
 
+def _per_grammar(results: dict, grammars: list, all_steps: dict, group: str, title: str) -> list[str]:
+    """The table of one group's grammars: TTFM / TBM mean / TBM p99 per backend."""
+    chosen = [g for g, gr in enumerate(grammars) if gr.group == group]
+    if not chosen:
+        return []
+    rows = []
+    for g in chosen:
+        cells = [grammars[g].name]
+        for b in results:
+            res = results[b]["grammars"].get(g, {})
+            us = np.array([s[3] for s in all_steps[b] if s[0] == g], float) / 1e3
+            cells.append(f"{_fmt(res['ttfm_ms'])} / {_fmt(us.mean())} / {_fmt(_pct(us, 99))} ({len(us):,})"
+                         if len(us) and "ttfm_ms" in res else res.get("error", "-")[:60])
+        rows.append(cells)
+    return [f"### {title}: TTFM ms / TBM mean µs / TBM p99 µs (tokens)", "", _table(["grammar", *results], rows), ""]
+
+
 def render(results: dict, grammars: list, title: str) -> str:
     """The markdown report of a run."""
     backends = list(results)
@@ -107,28 +124,18 @@ def render(results: dict, grammars: list, title: str) -> str:
     parts += ["### TBM by visit (µs): first visit of an automaton state vs a state seen before", "",
               _table(["backend", "visit", "tokens", "mean", "p50", "p90", "p99", "max"], rows), ""]
 
+    present = [grp for grp in GROUPS if n_group[grp]]
     rows = []
     for b in backends:
         cells = [b]
-        for grp in GROUPS:
+        for grp in present:
             us = np.array([s[3] for s in all_steps[b] if group_of[s[0]] == grp], float) / 1e3
             cells.append(f"{_fmt(us.mean())} / {_fmt(_pct(us, 99))}" if len(us) else "-")
         rows.append(cells)
-    parts += ["### TBM by workload group (mean / p99 µs)", "", _table(["backend", *GROUPS], rows), ""]
+    parts += ["### TBM by workload group (mean / p99 µs)", "", _table(["backend", *present], rows), ""]
 
-    cfg = [g for g, gr in enumerate(grammars) if gr.group == "cfg"]
-    if cfg:
-        rows = []
-        for g in cfg:
-            cells = [grammars[g].name]
-            for b in backends:
-                res = results[b]["grammars"].get(g, {})
-                us = np.array([s[3] for s in all_steps[b] if s[0] == g], float) / 1e3
-                cells.append(f"{_fmt(res['ttfm_ms'])} / {_fmt(us.mean())} / {_fmt(_pct(us, 99))} ({len(us):,})"
-                             if len(us) and "ttfm_ms" in res else "-")
-            rows.append(cells)
-        parts += ["### Context-free grammars: TTFM ms / TBM mean µs / TBM p99 µs (tokens)", "",
-                  _table(["grammar", *backends], rows), ""]
+    for group, title in (("cfg", "Context-free grammars"), ("choice", "Choice (vLLM's choice)")):
+        parts += _per_grammar(results, grammars, all_steps, group, title)
 
     if "leapgen" in all_steps:
         mine = {s[:3]: s[3] for s in all_steps["leapgen"]}

@@ -15,6 +15,7 @@ stuck in a compile and start another at the next grammar.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
@@ -74,6 +75,8 @@ def compile_grammar(backend, grammar, strict: bool):
         return backend.compile_json_schema(grammar.source, any_whitespace=False, strict_mode=strict)
     if grammar.kind == "ebnf":
         return backend.compile_grammar(grammar.source)
+    if grammar.kind == "choice":  # leapgen's trie; a peer gets the escaped alternation, as vLLM hands it over
+        return backend.compile_choice(json.loads(grammar.source))
     return backend.compile_builtin_json()
 
 

@@ -9,6 +9,8 @@ Three groups (``Grammar.group``):
   instances), read from ``../shared/corpora/jsonschemabench``.
 - ``cfg``: the builtin JSON grammar, a recursive JSON Schema and a recursive
   EBNF grammar.
+- ``choice``: vLLM's ``choice`` with 10,000 strings (not in the default
+  groups: ``--groups choice``).
 
 Instances are texts; JSON ones are compact (``separators=(",", ":")``), the
 layout every backend compiles schemas to here.
@@ -32,11 +34,12 @@ class Grammar:
     ----------
     name : str
     group : str
-        ``regex``, ``schema``, ``jsb`` or ``cfg``.
+        ``regex``, ``schema``, ``jsb``, ``cfg`` or ``choice``.
     kind : str
-        ``regex``, ``json_schema``, ``ebnf`` or ``builtin_json``.
+        ``regex``, ``json_schema``, ``ebnf``, ``builtin_json`` or ``choice``.
     source : str
-        The pattern, the schema's JSON text, the EBNF text ("" for builtin_json).
+        The pattern, the schema's JSON text, the EBNF text ("" for builtin_json),
+        the JSON list of choices.
     instances : tuple of str
         Valid texts to walk.
     """
@@ -189,6 +192,28 @@ def cfg_grammars(root: Path = JSB_ROOT) -> list[Grammar]:
                 tuple(compact(v) for v in TREE_INSTANCES)),
         Grammar("cfg/arith_ebnf", "cfg", "ebnf", ARITH_EBNF, tuple(ARITH_INSTANCES)),
     ]
+
+
+def choice_phrases(n: int, *, seed: int = 0) -> list[str]:
+    """``n`` distinct two-word phrases of pseudo-words (2-4 consonant-vowel
+    syllables each; deterministic), in random order: a choice list with real
+    prefix and suffix sharing, independent of any tokenizer."""
+    rng = random.Random(seed)
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+    words = sorted({"".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(2 * n)})
+    phrases: set[str] = set()
+    while len(phrases) < n:
+        phrases.add(f"{rng.choice(words)} {rng.choice(words)}")
+    out = sorted(phrases)
+    rng.shuffle(out)
+    return out
+
+
+def choice_grammars(n: int = 10_000) -> list[Grammar]:
+    """vLLM's ``choice`` of ``n`` phrases (group ``choice``); 20 of them walked."""
+    phrases = choice_phrases(n)
+    return [Grammar(f"choice/{n}_phrases", "choice", "choice", json.dumps(phrases),
+                    tuple(random.Random(1).sample(phrases, 20)))]
 
 
 def jsonschemabench_grammars(n: int, *, seed: int = 0, subsets: list[str] | None = None,

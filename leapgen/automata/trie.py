@@ -1,16 +1,17 @@
-"""A finite set of byte strings as a DFA, built as a trie: :func:`trie_dfa`.
+"""A finite set of byte strings as a minimal DFA, built as a trie: :func:`trie_dfa`.
 
 One responsibility: the language "exactly one of these strings" without the
 general construction. An alternation of ``n`` literals through the NFA and
-the subset construction costs a closure per DFA state over every literal
-that is still alive; the trie of the sorted strings *is* a DFA already (one
-state per distinct prefix), so it is written straight into a transition
-table over the bytes the strings use and only minimized (Valmari-Lehtinen,
-which merges the equal suffixes: ``-ing``, ``-tion``). Sorting puts strings
-that share a prefix next to each other, so each string adds the nodes past
-its longest common prefix with the previous one (Daciuk et al., 2000,
-"Incremental construction of minimal acyclic finite-state automata", the
-sorted-input case, with the minimization done once at the end).
+the subset construction costs a closure per DFA state over every literal that
+is still alive; the trie of the sorted strings *is* a DFA already (one state
+per distinct prefix), so it is written straight into a transition table over
+the bytes the strings use and then minimized as the acyclic automaton it is
+(Revuz, 1992, "Minimisation of acyclic deterministic automata in linear
+time"): children are numbered after their parent (the trie is built in
+preorder), so one pass from the last node to the root gives each node the
+class of its signature (accepting, its children's classes), found in a hash
+table; equal suffixes (``-ing``, ``-tion``) merge. Both passes are numba
+kernels (plain Python without numba: same result, slower).
 """
 
 from __future__ import annotations
@@ -19,13 +20,104 @@ from typing import Iterable
 
 import numpy as np
 
-from leapgen.automata.dfa import EMPTY_DFA, Dfa, minimize_table
+from leapgen.automata.dfa import EMPTY_DFA, Dfa
+from leapgen.automata.jit import njit
 from leapgen.automata.limits import check_deadline, too_many_states
 
 #: How many trie nodes per allowed DFA state (the trie shrinks when its equal suffixes merge).
 TRIE_NODES_PER_STATE = 16
 #: Bound on the trie's transition table (int32, nodes x byte classes) before minimization.
 MAX_TRIE_TABLE_BYTES = 512 << 20
+
+
+@njit
+def _trie_size(data, offsets):
+    """(lcps, nodes): each sorted string's common prefix with the previous
+    one, and the trie's node count (root included)."""
+    n = offsets.shape[0] - 1
+    lcps = np.zeros(n, np.int64)
+    size = 1 + offsets[1] - offsets[0]
+    for i in range(1, n):
+        a, b = offsets[i - 1], offsets[i]
+        la, lb = offsets[i] - a, offsets[i + 1] - b
+        k = 0
+        while k < la and k < lb and data[a + k] == data[b + k]:
+            k += 1
+        lcps[i] = k
+        size += lb - k
+    return lcps, size
+
+
+@njit
+def _build_trie(data, offsets, lcps, symbol_class, size, width):
+    """The trie in preorder: (table int32 (size, width), accepting bool)."""
+    table = np.full((size, width), -1, np.int32)
+    accepting = np.zeros(size, np.bool_)
+    longest = 0
+    for i in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[i + 1] - offsets[i])
+    path = np.zeros(longest + 1, np.int64)  # path[d]: the node of the current string's prefix of length d
+    nodes = 1
+    for i in range(offsets.shape[0] - 1):
+        node = path[lcps[i]]
+        for d in range(lcps[i], offsets[i + 1] - offsets[i]):
+            table[node, symbol_class[data[offsets[i] + d]]] = nodes
+            node = nodes
+            path[d + 1] = node
+            nodes += 1
+        accepting[node] = True
+    return table, accepting
+
+
+@njit
+def _minimize_acyclic(table, accepting):
+    """Merge the nodes with equal signatures, from the last to the root.
+
+    Returns (minimal table int32 (m, width), accepting bool (m,)); the root
+    is state 0 and every state's children come after it."""
+    n, width = table.shape
+    canon = np.empty(n, np.int64)
+    rows = np.empty((n, width), np.int32)  # rows[c]: the children of class c (class ids)
+    finals = np.zeros(n, np.bool_)
+    slots = np.full(1 << max(4, int(np.ceil(np.log2(2 * n + 1)))), -1, np.int64)
+    mask = slots.shape[0] - 1
+    row = np.empty(width, np.int32)
+    m = 0
+    for v in range(n - 1, -1, -1):
+        h = np.uint64(14695981039346656037) ^ np.uint64(accepting[v])
+        for c in range(width):
+            t = table[v, c]
+            row[c] = -1 if t < 0 else canon[t]
+            h = (h ^ np.uint64(row[c] + 1)) * np.uint64(1099511628211)
+        s = np.int64(h & np.uint64(mask))  # (int64 throughout: uint64 with int64 would unify to float64)
+        while True:
+            k = slots[s]
+            if k < 0:
+                slots[s] = m
+                rows[m] = row
+                finals[m] = accepting[v]
+                canon[v] = m
+                m += 1
+                break
+            if finals[k] == accepting[v]:
+                same = True
+                for c in range(width):
+                    if rows[k, c] != row[c]:
+                        same = False
+                        break
+                if same:
+                    canon[v] = k
+                    break
+            s = (s + np.int64(1)) & np.int64(mask)
+    # The root was numbered last: reverse the numbering (root 0, children after parents).
+    out = np.empty((m, width), np.int32)
+    out_final = np.empty(m, np.bool_)
+    for k in range(m):
+        for c in range(width):
+            t = rows[k, c]
+            out[m - 1 - k, c] = -1 if t < 0 else m - 1 - t
+        out_final[m - 1 - k] = finals[k]
+    return out, out_final
 
 
 def trie_dfa(strings: Iterable[bytes], *, max_states: int) -> Dfa:
@@ -43,7 +135,8 @@ def trie_dfa(strings: Iterable[bytes], *, max_states: int) -> Dfa:
     Returns
     -------
     Dfa
-        Minimal and trimmed; :data:`EMPTY_DFA` when ``strings`` is empty.
+        Minimal and trimmed, start state 0; :data:`EMPTY_DFA` when
+        ``strings`` is empty.
 
     Raises
     ------
@@ -54,39 +147,20 @@ def trie_dfa(strings: Iterable[bytes], *, max_states: int) -> Dfa:
     ordered = sorted(set(strings))
     if not ordered:
         return EMPTY_DFA
-    lcps = [0] * len(ordered)
-    size = 1 + len(ordered[0])
-    for i in range(1, len(ordered)):
-        a, b = ordered[i - 1], ordered[i]
-        n = min(len(a), len(b))
-        k = 0
-        while k < n and a[k] == b[k]:
-            k += 1
-        lcps[i] = k
-        size += len(b) - k
+    data = np.frombuffer(b"".join(ordered), np.uint8)
+    offsets = np.zeros(len(ordered) + 1, np.int64)
+    np.cumsum([len(s) for s in ordered], out=offsets[1:])
     used = np.zeros(256, bool)
-    for s in ordered:
-        used[np.frombuffer(s, np.uint8)] = True
-    if size > TRIE_NODES_PER_STATE * max_states or size * (int(used.sum()) + 1) * 4 > MAX_TRIE_TABLE_BYTES:
+    used[data] = True
+    width = int(used.sum()) + 1  # the last class: bytes no string uses (always dead)
+    symbol_class = np.full(256, width - 1, np.int32)
+    symbol_class[used] = np.arange(width - 1, dtype=np.int32)
+    lcps, size = _trie_size(data, offsets)
+    if size > TRIE_NODES_PER_STATE * max_states or size * width * 4 > MAX_TRIE_TABLE_BYTES:
         raise too_many_states(TRIE_NODES_PER_STATE * max_states, "trie")
+    table, accepting = _build_trie(data, offsets, lcps, symbol_class, int(size), width)
     check_deadline("choice trie")
-    symbol_class = np.full(256, int(used.sum()), np.int32)  # the last class: bytes no string uses (dead)
-    symbol_class[used] = np.arange(int(used.sum()), dtype=np.int32)
-    table = np.full((size, int(used.sum()) + 1), -1, np.int32)
-    accepting = np.zeros(size, bool)
-    path = [0]  # path[d]: the node of the previous string's prefix of length d
-    nodes = 1
-    for s, k in zip(ordered, lcps):
-        del path[k + 1 :]
-        node = path[k]
-        for byte in s[k:]:
-            table[node, symbol_class[byte]] = nodes
-            node = nodes
-            path.append(node)
-            nodes += 1
-        accepting[node] = True
-    check_deadline("choice trie")
-    dfa = minimize_table(table, accepting, 0, symbol_class)
-    if dfa.n_states > max_states:
+    minimal, finals = _minimize_acyclic(table, accepting)
+    if minimal.shape[0] > max_states:
         raise too_many_states(max_states)
-    return dfa
+    return Dfa(np.ascontiguousarray(minimal[:, symbol_class]), finals, 0)
