@@ -39,6 +39,7 @@ WARMUP = [  # outside the workload, so they warm code paths, not the measured gr
     workloads.Grammar("warmup/schema", "warmup", "json_schema",
                       json.dumps({"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"],
                                   "additionalProperties": False}), ('{"k":"value"}',)),
+    workloads.Grammar("warmup/choice", "warmup", "choice", json.dumps(["red", "green", "blue"]), ("green",)),
 ]
 WALK_LIMIT_S = 180.0
 AFTER_LIMIT_S = 900.0

@@ -70,11 +70,12 @@ def _build_trie(data, offsets, lcps, symbol_class, size, width):
 
 
 @njit
-def _minimize_acyclic(table, accepting):
+def _minimize_acyclic(table, accepting, symbol_class):
     """Merge the nodes with equal signatures, from the last to the root.
 
-    Returns (minimal table int32 (m, width), accepting bool (m,)); the root
-    is state 0 and every state's children come after it."""
+    Returns (minimal table int32 (m, 256) over bytes, widened through
+    ``symbol_class``; accepting bool (m,)); the root is state 0 and every
+    state's children come after it."""
     n, width = table.shape
     canon = np.empty(n, np.int64)
     rows = np.empty((n, width), np.int32)  # rows[c]: the children of class c (class ids)
@@ -109,13 +110,15 @@ def _minimize_acyclic(table, accepting):
                     canon[v] = k
                     break
             s = (s + np.int64(1)) & np.int64(mask)
-    # The root was numbered last: reverse the numbering (root 0, children after parents).
-    out = np.empty((m, width), np.int32)
+    # The root was numbered last: reverse the numbering (root 0, children after parents), widen to bytes.
+    out = np.empty((m, 256), np.int32)
     out_final = np.empty(m, np.bool_)
     for k in range(m):
         for c in range(width):
             t = rows[k, c]
-            out[m - 1 - k, c] = -1 if t < 0 else m - 1 - t
+            row[c] = -1 if t < 0 else m - 1 - t
+        for b in range(256):
+            out[m - 1 - k, b] = row[symbol_class[b]]
         out_final[m - 1 - k] = finals[k]
     return out, out_final
 
@@ -160,7 +163,7 @@ def trie_dfa(strings: Iterable[bytes], *, max_states: int) -> Dfa:
         raise too_many_states(TRIE_NODES_PER_STATE * max_states, "trie")
     table, accepting = _build_trie(data, offsets, lcps, symbol_class, int(size), width)
     check_deadline("choice trie")
-    minimal, finals = _minimize_acyclic(table, accepting)
+    minimal, finals = _minimize_acyclic(table, accepting, symbol_class)
     if minimal.shape[0] > max_states:
         raise too_many_states(max_states)
-    return Dfa(np.ascontiguousarray(minimal[:, symbol_class]), finals, 0)
+    return Dfa(minimal, finals, 0)

@@ -419,8 +419,9 @@ class LLM:
         if fut is not None and fut.done():
             req.compile_future = None
             compiled, req.compile_ms = fut.result()  # raises the compile's GrammarError
-            self.stats.compiles += 1
-            self.stats.compile_ms += req.compile_ms
+            if req.index == 0:  # (the samples of one request share its compile)
+                self.stats.compiles += 1
+                self.stats.compile_ms += req.compile_ms
             req.matcher = self.grammar.new_matcher(compiled, req.stop_token_ids)
             if req.params.jump_forward:
                 # Text forced from the very start (``{"id": ``) joins the prefill

@@ -1,0 +1,93 @@
+"""The request policy without a server or a model: the pydantic models'
+strictness, the no-op defaults, and the one mapping of a constraint to the
+engine's grammar (``leapgen.server.constraints.grammar_params``)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pydantic")
+
+from pydantic import ValidationError  # noqa: E402
+
+from leapgen.server.constraints import Constraint, JsonLayout, RequestRefused, grammar_params  # noqa: E402
+from leapgen.server.protocol import ChatCompletionRequest, CompletionRequest  # noqa: E402
+from leapgen.server.protocol_sglang import GenerateRequest  # noqa: E402
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def _params(**body):
+    return ChatCompletionRequest.model_validate({"messages": MESSAGES, **body}).to_sampling_params(16)
+
+
+def test_each_spelling_of_a_constraint_maps_to_the_same_grammar():
+    schema = {"type": "object"}
+    spellings = [{"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}},
+                 {"structured_outputs": {"json": schema}}, {"guided_json": schema}, {"json_schema": schema}]
+    got = {_params(**s)[0].json_schema == schema for s in spellings}
+    assert got == {True}
+    assert _params(guided_choice=["a", "b"])[0].choice == ("a", "b")
+    assert _params(structured_outputs={"grammar": 'root ::= "a"'})[0].ebnf == 'root ::= "a"'
+    assert _params(response_format={"type": "json_object"})[0].json_object is True
+    params, field = _params(structured_outputs={"json_object": True})
+    assert params.json_object and field == "structured_outputs.json_object"
+
+
+def test_json_layout_options():
+    compact, _ = _params(structured_outputs={"json": {}, "disable_any_whitespace": True})
+    assert compact.json_separators == (",", ":")
+    ws, _ = _params(guided_json={}, guided_whitespace_pattern="[ ]?")
+    assert ws.json_whitespace_pattern == "[ ]?"
+    loose, _ = _params(response_format={"type": "json_schema", "json_schema": {"schema": {}, "strict": False}})
+    assert loose.json_strict is False
+    with pytest.raises(RequestRefused, match="applies to a JSON constraint"):
+        _params(structured_outputs={"regex": "a", "whitespace_pattern": " "})
+    with pytest.raises(RequestRefused, match="not both"):
+        grammar_params(Constraint("json_schema", {}, "x"), JsonLayout(True, " ", None, ("a",)))
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"guided_regex": "a", "regex": "b"}, "guided_regex"),
+    ({"structured_outputs": {"grammar": "start: 'a'"}}, "structured_outputs.grammar"),
+    ({"structured_outputs": {"structural_tag": {"x": 1}}}, "structured_outputs.structural_tag"),
+    ({"response_format": {"type": "structural_tag", "structures": []}}, "response_format.structural_tag"),
+    ({"guided_choice": []}, "guided_choice"),
+    ({"tools": [{"type": "function"}]}, "tools"),
+    ({"presence_penalty": 0.1}, "presence_penalty"),
+    ({"top_logprobs": 2}, "top_logprobs"),
+])
+def test_refusals_name_the_field(body, param):
+    request = ChatCompletionRequest.model_validate({"messages": MESSAGES, **body})
+    with pytest.raises(RequestRefused) as err:
+        request.to_sampling_params(16, logprobs=request.num_logprobs())
+    assert err.value.param == param, err.value
+
+
+@pytest.mark.parametrize("body", [{"max_tokens": True}, {"stream": "yes"}, {"n": 1.0}, {"seed": "1"},
+                                  {"unknown": 1}, {"messages": [{"role": "user", "content": "x", "extra": 1}]}])
+def test_types_are_strict_and_unknown_fields_refused(body):
+    with pytest.raises(ValidationError):
+        ChatCompletionRequest.model_validate({"messages": MESSAGES, **body})
+
+
+def test_no_op_defaults_are_accepted():
+    params, field = _params(presence_penalty=0, frequency_penalty=0.0, logit_bias={}, tools=[], tool_choice="none",
+                            store=False, service_tier="auto", modalities=["text"], user="u", metadata={"k": "v"})
+    assert field is None and not params.constrained
+
+
+def test_completions_prompts_and_sglang_batches():
+    assert CompletionRequest.model_validate({"prompt": [[1, 2], [3]]}).prompts() == [[1, 2], [3]]
+    with pytest.raises(RequestRefused, match="echo"):
+        CompletionRequest.model_validate({"prompt": "x", "echo": True, "logprobs": 1}).prompts()
+    batch = GenerateRequest.model_validate({"text": ["a", "b"], "rid": "r",
+                                            "sampling_params": {"n": 2, "regex": "[0-9]"}})
+    assert batch.prompts() == ["a", "b"] and batch.is_batch and batch.rids(2) == ["r_0", "r_1"]
+    (p0, f0), (p1, _) = batch.params_per_prompt(2)
+    assert p0.n == 2 and p0.regex == "[0-9]" and f0 == "sampling_params.regex"
+    with pytest.raises(RequestRefused, match="exactly one"):
+        GenerateRequest.model_validate({"text": "a", "input_ids": [1]}).prompts()
+    with pytest.raises(RequestRefused) as err:
+        GenerateRequest.model_validate({"text": "a", "sampling_params": {"ignore_eos": True}}).params_per_prompt(1)
+    assert err.value.param == "sampling_params.ignore_eos"
