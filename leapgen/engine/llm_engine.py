@@ -32,7 +32,7 @@ from leapgen.engine.jump_forward import try_jump_forward
 from leapgen.engine.logprobs import entry_of, output_entries, rows_needed, score_batch
 from leapgen.engine.model_loader import DEFAULT_MODEL, LoadedModel, configure_threads, load_model
 from leapgen.engine.model_runner import ModelRunner
-from leapgen.engine.parallel_sampling import make_samples, prompt_ready, share_prompt, waits_for_leader
+from leapgen.engine.parallel_sampling import make_samples, prompt_ready, rides_on, share_prompt, waits_for_leader
 from leapgen.engine.prefix_cache import PrefixCache
 from leapgen.engine.prompt import build_prompt_ids, check_prompt_fits, default_stop_token_ids
 from leapgen.engine.request import FinishReason, Request, RequestOutput
@@ -303,8 +303,9 @@ class LLM:
         # Prefill a compiling request too (it overlaps its compile); then it waits aside.
         fwd = [r for r in sched.running if not r.is_finished and r.pending_ids and r.stored_logits is None
                and not waits_for_leader(r)]
+        # A sample whose leader prefills the prompt in this pass samples from the leader's row (rides on it).
         ready = [r for r in sched.running if not r.is_finished and r.grammar_ready and r.deferred_finish is None
-                 and (r.stored_logits is not None or r in fwd)]
+                 and (r.stored_logits is not None or r in fwd or rides_on(r, fwd))]
         # Constrained requests first: row i of the bitmask is row i of the batch.
         sampling = [r for r in ready if r.matcher is not None] + [r for r in ready if r.matcher is None]
         num_masked = sum(r.matcher is not None for r in ready)

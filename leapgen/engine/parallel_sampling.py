@@ -8,7 +8,8 @@ prefills the prompt; the others wait for that forward pass and then copy the
 prompt's keys/values into their caches (a copy, not a shared buffer: a
 decode writes in place and a jump-forward crops, and neither may touch a
 sibling). When the leader's pass ended exactly at the prompt's end, they take
-its next-token logits too and sample from them at once; otherwise they keep
+its next-token logits too and sample from them in the same step (they *ride* on
+the leader's row: their masks are filled with the batch's); otherwise they keep
 the prompt's last token to feed themselves (one token, so that their first
 row of logits comes from their own pass). The seeds follow vLLM: sample
 ``i`` is seeded ``seed + i`` when the request has a seed.
@@ -61,6 +62,16 @@ def waits_for_leader(req: Request) -> bool:
         req.leader = None
         return False
     return True
+
+
+def rides_on(req: Request, fed: list[Request]) -> bool:
+    """Whether ``req`` samples in this step from its leader's row: the leader
+    is in the pass ``fed`` and the pass ends at the prompt's end (neither has
+    output tokens), so :func:`share_prompt` hands ``req`` those logits before
+    the step samples."""
+    leader = req.leader
+    return (leader is not None and not leader.output_ids and not req.output_ids
+            and any(r is leader for r in fed))
 
 
 def prompt_ready(leader: Request) -> bool:
