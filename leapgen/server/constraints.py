@@ -8,11 +8,11 @@ module maps it onto :class:`~leapgen.engine.SamplingParams`' grammar fields.
 At most one constraint per request (as vLLM: "You can only use one kind of
 structured outputs constraint").
 
-Constraints still being built elsewhere are refused here, each in one branch
-to switch on when it lands: ``structural_tag`` (issue 17's
-``GrammarCompiler.compile_structural_tag``, served by issue 18) and a Lark
-grammar (issue 22's front-end). ``tools`` is refused by the request models
-(:mod:`leapgen.server.protocol`).
+Constraints still being built elsewhere are refused here, in one branch to
+switch on when it lands: ``structural_tag`` (issue 17's
+``GrammarCompiler.compile_structural_tag``, served by issue 18). ``tools`` is
+refused by the request models (:mod:`leapgen.server.protocol`). A
+``grammar`` is GBNF when it contains ``::=``, else Lark (vLLM's rule).
 """
 
 from __future__ import annotations
@@ -118,14 +118,14 @@ def grammar_params(constraint: Constraint | None, layout: JsonLayout = JsonLayou
     Returns
     -------
     dict
-        Keyword arguments (``json_schema=``, ``regex=``, ``ebnf=``,
+        Keyword arguments (``json_schema=``, ``regex=``, ``ebnf=``, ``lark=``,
         ``choice=``, ``json_object=``, and the JSON layout ones); empty when
         unconstrained.
 
     Raises
     ------
     RequestRefused
-        A constraint not supported yet (``structural_tag``, a Lark grammar), a
+        A constraint not supported yet (``structural_tag``), a
         malformed one (an empty ``choice``), or layout options given for a
         constraint that is not JSON.
     """
@@ -140,10 +140,8 @@ def grammar_params(constraint: Constraint | None, layout: JsonLayout = JsonLayou
         raise not_supported(field, "structural tags are not served yet")
     if kind == "regex":
         return {"regex": value}
-    if kind == "grammar":
-        if "::=" not in value:
-            raise not_supported(field, "a grammar without '::=' is Lark syntax; leapgen reads GBNF for now")
-        return {"ebnf": value}
+    if kind == "grammar":  # GBNF when it defines a rule with ``::=``, else Lark (vLLM's rule)
+        return {"ebnf": value} if "::=" in value else {"lark": value}
     if kind == "choice":
         if not value:
             raise RequestRefused(f"{field} needs at least one string", param=field)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -75,6 +75,14 @@ class StrictModel(BaseModel):
                 for i, item in enumerate(value):
                     if isinstance(item, StrictModel):
                         item.check_policy(f"{prefix}{name}[{i}].")
+
+
+def with_eos(stop_token_ids: list[int] | None, eos_token_ids: Iterable[int]) -> tuple[int, ...] | None:
+    """SamplingParams' ``stop_token_ids`` (which replace the model's) of a
+    request's (which add to them, in vLLM and SGLang); None when none are given."""
+    if not stop_token_ids:
+        return None
+    return tuple(sorted(set(eos_token_ids) | set(stop_token_ids)))
 
 
 def _values(allowed: tuple) -> str:
@@ -303,8 +311,8 @@ class _SamplingRequest(StrictModel):
             raise not_supported("guided_decoding_backend", f"this server compiles grammars with {backend}; "
                                 f"got {asked!r}")
 
-    def to_sampling_params(self, default_max_tokens: int, *, backend: str = "leapgen",
-                           logprobs: int | None = None, max_tokens: int | None = None) -> tuple[Any, str | None]:
+    def to_sampling_params(self, default_max_tokens: int, *, backend: str = "leapgen", logprobs: int | None = None,
+                           max_tokens: int | None = None, eos_token_ids: Iterable[int] = ()) -> tuple[Any, str | None]:
         """The engine's SamplingParams and the field holding the constraint
         (for error messages; None when unconstrained).
 
@@ -319,6 +327,9 @@ class _SamplingRequest(StrictModel):
             Alternatives per token to report (None: no logprobs).
         max_tokens : int or None
             Overrides ``max_tokens`` (chat's ``max_completion_tokens``).
+        eos_token_ids : iterable of int
+            The model's stop tokens: ``stop_token_ids`` adds to them (vLLM's
+            and SGLang's meaning).
 
         Raises
         ------
@@ -338,8 +349,8 @@ class _SamplingRequest(StrictModel):
         params = SamplingParams(
             max_tokens=max_tokens or self.max_tokens or default_max_tokens, temperature=self.temperature,
             top_p=self.top_p, top_k=-1 if self.top_k == 0 else self.top_k, seed=self.seed, stop=tuple(stop),
-            stop_token_ids=None if self.stop_token_ids is None else tuple(self.stop_token_ids),
-            jump_forward=self.jump_forward, n=self.n, logprobs=logprobs, **grammar)
+            stop_token_ids=with_eos(self.stop_token_ids, eos_token_ids), jump_forward=self.jump_forward, n=self.n,
+            logprobs=logprobs, **grammar)
         return params, None if constraint is None else constraint.field
 
 

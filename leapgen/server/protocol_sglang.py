@@ -19,12 +19,12 @@ Response (SGLang's shape): ``{"text", "output_ids", "meta_info": {"id",
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import Field
 
 from leapgen.server.constraints import Constraint, RequestRefused, grammar_params, single
-from leapgen.server.protocol import MAX_N, MAX_TOP_LOGPROBS, StrictModel
+from leapgen.server.protocol import MAX_N, MAX_TOP_LOGPROBS, StrictModel, with_eos
 
 #: SGLang's default ``max_new_tokens``.
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -56,6 +56,7 @@ class SglSamplingParams(StrictModel):
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     no_stop_trim: bool = False
+    stop_regex: str | list[str] | None = None
     logit_bias: dict[str, float] | None = None
     custom_params: Any = None
 
@@ -69,13 +70,16 @@ class SglSamplingParams(StrictModel):
         "skip_special_tokens": ((True,), "special tokens are always left out of the text"),
         "spaces_between_special_tokens": ((True,), "special tokens are left out of the text"),
         "no_stop_trim": ((False,), "a stop string is cut from the text"),
+        "stop_regex": ((None, [], ""), "stop strings only, not regexes"),
         "logit_bias": ((None, {}), "no logit bias"),
     }
     _refused = {"custom_params": "no custom logit processors"}
 
-    def to_sampling_params(self, where: str, *, logprobs: int | None) -> tuple[Any, str | None]:
+    def to_sampling_params(self, where: str, *, logprobs: int | None,
+                           eos_token_ids: Iterable[int] = ()) -> tuple[Any, str | None]:
         """The engine's SamplingParams and the constraint's field (``where``
-        prefixes field names in errors).
+        prefixes field names in errors; ``stop_token_ids`` add to
+        ``eos_token_ids``, the model's).
 
         Raises
         ------
@@ -96,7 +100,7 @@ class SglSamplingParams(StrictModel):
         params = SamplingParams(
             max_tokens=self.max_new_tokens or DEFAULT_MAX_NEW_TOKENS, temperature=self.temperature, top_p=self.top_p,
             top_k=-1 if self.top_k == 0 else self.top_k, seed=self.sampling_seed, stop=tuple(stop),
-            stop_token_ids=None if self.stop_token_ids is None else tuple(self.stop_token_ids),
+            stop_token_ids=with_eos(self.stop_token_ids, eos_token_ids),
             jump_forward=self.jump_forward, n=self.n, logprobs=logprobs, **grammar)
         return params, None if constraint is None else constraint.field
 
@@ -165,8 +169,9 @@ class GenerateRequest(StrictModel):
         return isinstance(self.text, list) or (isinstance(self.input_ids, list) and bool(self.input_ids)
                                                and isinstance(self.input_ids[0], list))
 
-    def params_per_prompt(self, count: int) -> list[tuple[Any, str | None]]:
-        """(SamplingParams, constraint field) for each of ``count`` prompts.
+    def params_per_prompt(self, count: int, eos_token_ids: Iterable[int] = ()) -> list[tuple[Any, str | None]]:
+        """(SamplingParams, constraint field) for each of ``count`` prompts
+        (``eos_token_ids``: the model's stop tokens).
 
         Raises
         ------
@@ -182,8 +187,9 @@ class GenerateRequest(StrictModel):
             if len(given) != count:
                 raise RequestRefused(f"sampling_params has {len(given)} items for {count} prompts",
                                      param="sampling_params")
-            return [sp.to_sampling_params(f"sampling_params[{i}]", logprobs=logprobs) for i, sp in enumerate(given)]
-        return [given.to_sampling_params("sampling_params", logprobs=logprobs)] * count
+            return [sp.to_sampling_params(f"sampling_params[{i}]", logprobs=logprobs, eos_token_ids=eos_token_ids)
+                    for i, sp in enumerate(given)]
+        return [given.to_sampling_params("sampling_params", logprobs=logprobs, eos_token_ids=eos_token_ids)] * count
 
     def rids(self, count: int) -> list[str | None]:
         """The request id of each prompt (a string prefix is numbered per item, as SGLang does)."""

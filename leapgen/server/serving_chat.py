@@ -65,7 +65,8 @@ async def create_chat_completion(body: ChatCompletionRequest, http: HttpRequest,
         app answers 400 naming the field).
     """
     params, field = body.to_sampling_params(default_max_tokens, backend=engine.llm.grammar.backend_name,
-                                            logprobs=body.num_logprobs(), max_tokens=body.max_completion_tokens)
+                                            logprobs=body.num_logprobs(), max_tokens=body.max_completion_tokens,
+                                            eos_token_ids=engine.llm.stop_token_ids)
     messages = body.prompt_messages()
     wants = params.logprobs is not None
     renderer = ChatRenderer(make_id("chatcmpl"), model_name, now(),

@@ -88,7 +88,7 @@ async def create_completion(body: CompletionRequest, http: HttpRequest, engine: 
         app answers 400 naming the field).
     """
     params, field = body.to_sampling_params(default_max_tokens, backend=engine.llm.grammar.backend_name,
-                                            logprobs=body.logprobs)
+                                            logprobs=body.logprobs, eos_token_ids=engine.llm.stop_token_ids)
     prompts = body.prompts()
     echoes = None
     if body.echo:

@@ -106,7 +106,7 @@ async def create_generate(body: GenerateRequest, http: HttpRequest, engine: Asyn
         the field).
     """
     prompts = body.prompts()
-    pairs = body.params_per_prompt(len(prompts))
+    pairs = body.params_per_prompt(len(prompts), engine.llm.stop_token_ids)
     params = [p for p, _ in pairs]
     fields = {f for _, f in pairs if f is not None}
     rids = [rid for rid, sp in zip(body.rids(len(prompts)), params) for _ in range(sp.n)]

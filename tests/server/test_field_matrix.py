@@ -167,6 +167,12 @@ def _check_in(options):
     return check
 
 
+def _check_grammar_both_syntaxes(c, send, r):
+    assert text_of(r) in {"yes", "no"}, text_of(r)  # GBNF
+    lark = send(structured_outputs={"grammar": 'start: "red" | "blue"'})  # no "::=": Lark, as vLLM reads it
+    assert text_of(lark) in {"red", "blue"}, text_of(lark)
+
+
 def _check_starts_object(c, send, r):
     assert text_of(r).startswith("{"), text_of(r)
 
@@ -193,13 +199,14 @@ CONSTRAINTS = {  # a vLLM / leapgen constraint field -> (value, check)
     "structured_outputs.json": ({"json": PERSON}, _check_json(PERSON)),
     "structured_outputs.regex": ({"regex": "[0-9]{3}"}, _check_regex("[0-9]{3}")),
     "structured_outputs.choice": ({"choice": ["red", "green", "blue"]}, _check_in({"red", "green", "blue"})),
-    "structured_outputs.grammar": ({"grammar": 'root ::= "yes" | "no"'}, _check_in({"yes", "no"})),
+    "structured_outputs.grammar": ({"grammar": 'root ::= "yes" | "no"'}, _check_grammar_both_syntaxes),
     "structured_outputs.json_object": ({"json_object": True}, _check_starts_object),
     "structured_outputs.structural_tag": ({"structural_tag": {"type": "structural_tag", "format": {}}}, None),
     "structured_outputs.whitespace_pattern": ({"json": ONE_KEY, "whitespace_pattern": "\n"}, _check_whitespace),
     "structured_outputs.disable_any_whitespace": ({"json": PERSON, "disable_any_whitespace": True}, _check_compact),
     "structured_outputs.disable_additional_properties": (
-        {"json": ONE_KEY, "disable_additional_properties": True}, _check_json({**ONE_KEY, "additionalProperties": False})),
+        {"json": ONE_KEY, "disable_additional_properties": True},
+        _check_json({**ONE_KEY, "additionalProperties": False})),
     "guided_json": (PERSON, _check_json(PERSON)),
     "guided_regex": ("[0-9]{3}", _check_regex("[0-9]{3}")),
     "guided_choice": (["yes", "no"], _check_in({"yes", "no"})),
@@ -327,7 +334,7 @@ GENERATE_PROBES.update({field: ({field: value}, None) for field, value in {
 GENERATE_PROBES.update({f"sampling_params.{name}": (_sgl({name: value}), None) for name, value in {
     "structural_tag": {"type": "structural_tag", "format": {}}, "min_p": 0.1, "frequency_penalty": 0.5,
     "presence_penalty": 0.5, "repetition_penalty": 1.2, "min_new_tokens": 2, "ignore_eos": True,
-    "skip_special_tokens": False, "spaces_between_special_tokens": False, "no_stop_trim": True,
+    "skip_special_tokens": False, "spaces_between_special_tokens": False, "no_stop_trim": True, "stop_regex": ["x+"],
     "logit_bias": {"15": 5.0}, "custom_params": {"x": 1}}.items()})
 
 
@@ -460,9 +467,9 @@ def test_every_field_is_honoured_or_refused_by_name(server, client, endpoint):
     (CHAT, {"stop": ["a", 1]}, "stop"), (COMPLETIONS, {"max_tokens": 2.0}, "max_tokens"),
     (COMPLETIONS, {"echo": "true"}, "echo"), (GENERATE, {"stream": 1}, "stream"),
     (GENERATE, {"sampling_params": {"max_new_tokens": True}}, "sampling_params.max_new_tokens"),
-    (CHAT, {"no_such_field": 1}, "no_such_field"), (GENERATE, {"sampling_params": {"bogus": 1}}, "sampling_params.bogus"),
+    (CHAT, {"no_such_field": 1}, "no_such_field"),
+    (GENERATE, {"sampling_params": {"bogus": 1}}, "sampling_params.bogus"),
     (CHAT, {"guided_regex": "a", "guided_choice": ["a"]}, "guided_choice"),
-    (CHAT, {"structured_outputs": {"grammar": "start: \"a\""}}, "structured_outputs.grammar"),
     (CHAT, {"structured_outputs": {"regex": "a", "disable_any_whitespace": True}},
      "structured_outputs.disable_any_whitespace"),
     (CHAT, {"messages": [{"role": "tool", "content": "x", "tool_call_id": "1"}]}, "messages[0].tool_call_id"),

@@ -29,6 +29,7 @@ def test_each_spelling_of_a_constraint_maps_to_the_same_grammar():
     assert got == {True}
     assert _params(guided_choice=["a", "b"])[0].choice == ("a", "b")
     assert _params(structured_outputs={"grammar": 'root ::= "a"'})[0].ebnf == 'root ::= "a"'
+    assert _params(guided_grammar='start: "a"')[0].lark == 'start: "a"'  # no "::=": Lark (vLLM's rule)
     assert _params(response_format={"type": "json_object"})[0].json_object is True
     params, field = _params(structured_outputs={"json_object": True})
     assert params.json_object and field == "structured_outputs.json_object"
@@ -49,7 +50,6 @@ def test_json_layout_options():
 
 @pytest.mark.parametrize("body, param", [
     ({"guided_regex": "a", "regex": "b"}, "guided_regex"),
-    ({"structured_outputs": {"grammar": "start: 'a'"}}, "structured_outputs.grammar"),
     ({"structured_outputs": {"structural_tag": {"x": 1}}}, "structured_outputs.structural_tag"),
     ({"response_format": {"type": "structural_tag", "structures": []}}, "response_format.structural_tag"),
     ({"guided_choice": []}, "guided_choice"),
