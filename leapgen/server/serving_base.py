@@ -99,6 +99,7 @@ class RequestGroup:
         self._tasks = [asyncio.ensure_future(self._pump(k, h, sp.n))
                        for k, (h, sp) in enumerate(zip(self.handles, params))]
         self._finals = 0
+        self._checked_at = 0.0  # the last disconnect check (time.monotonic)
 
     async def _pump(self, k: int, handle: Any, n: int) -> None:
         finals = 0
@@ -128,7 +129,7 @@ class RequestGroup:
                 done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
                 if http is not None:
                     now = time.monotonic()
-                    if now - getattr(self, "_checked_at", 0.0) >= DISCONNECT_POLL_S:
+                    if now - self._checked_at >= DISCONNECT_POLL_S:
                         self._checked_at = now
                         if await http.is_disconnected():
                             raise ClientGone()
