@@ -248,7 +248,7 @@ class AsyncLLM:
         is sent (its bytes then overlap the sent ones)."""
         if not entries:
             return ()
-        token_bytes = self.llm.grammar.vocabulary.token_bytes
+        token_bytes = self.llm.grammar.token_text_bytes
         # Where the entries sent so far end in the current tokens (a jump-forward may have replaced some).
         start, covered = 0, 0
         while start < len(entries) and entries[start] is not None:

@@ -145,8 +145,7 @@ class GrammarManager:
         """Each token's bytes in the output text, special tokens' texts included (a structural
         tag's markers are accepted as one special or added token); built on first use."""
         if self._text_bytes is None:
-            _ = self.compiler  # builds tokenizer_info
-            info = self.tokenizer_info
+            info = self.vocabulary
             table = list(info.token_bytes)
             for i, text in info.special_token_texts.items():
                 table[i] = text.encode("utf-8")

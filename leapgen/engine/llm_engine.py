@@ -268,7 +268,7 @@ class LLM:
         text = self.decode(req.output_ids)
         logprobs = None
         if req.logprobs is not None:
-            logprobs = output_entries(req.logprobs, self.grammar.vocabulary.token_bytes, text, req.text_end)
+            logprobs = output_entries(req.logprobs, self.grammar.token_text_bytes, text, req.text_end)
         return req.to_output(text, logprobs)
 
     def decode(self, ids: Sequence[int]) -> str:

@@ -70,7 +70,7 @@ async def create_chat_completion(body: ChatCompletionRequest, http: HttpRequest,
     messages = body.prompt_messages()
     wants = params.logprobs is not None
     renderer = ChatRenderer(make_id("chatcmpl"), model_name, now(),
-                            engine.llm.grammar.vocabulary.token_bytes if wants else None, wants_logprobs=wants)
+                            engine.llm.grammar.token_text_bytes if wants else None, wants_logprobs=wants)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     stream_body = None
     if body.stream:

@@ -96,7 +96,7 @@ async def create_completion(body: CompletionRequest, http: HttpRequest, engine: 
         echoes = [t for t in texts for _ in range(params.n)]
     wants = params.logprobs is not None
     renderer = CompletionRenderer(make_id("cmpl"), model_name, now(),
-                                  engine.llm.grammar.vocabulary.token_bytes if wants else None,
+                                  engine.llm.grammar.token_text_bytes if wants else None,
                                   echoes=echoes, wants_logprobs=wants)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     stream_body = None

@@ -111,7 +111,7 @@ async def create_generate(body: GenerateRequest, http: HttpRequest, engine: Asyn
     fields = {f for _, f in pairs if f is not None}
     rids = [rid for rid, sp in zip(body.rids(len(prompts)), params) for _ in range(sp.n)]
     renderer = GenerateRenderer(rids, params[0].logprobs, body.return_text_in_logprobs,
-                                engine.llm.grammar.vocabulary.token_bytes if body.return_logprob else None,
+                                engine.llm.grammar.token_text_bytes if body.return_logprob else None,
                                 single=not body.is_batch and params[0].n == 1)
     stream_body = None
     if body.stream:
