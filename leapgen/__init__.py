@@ -5,29 +5,42 @@ token masks over a real vocabulary; forced text is jumped over instead of
 sampled. Public nouns (as in xgrammar): :class:`TokenizerInfo`,
 :class:`GrammarCompiler` -> :class:`CompiledGrammar`, :class:`GrammarMatcher`,
 and the packed int32 token bitmask helpers.
+
+The names are imported on first use (PEP 562), so that importing a submodule
+(``leapgen.integrations.vllm``, which vLLM loads in every process as a plugin)
+runs no compiler code: importing the compiler loads numba, and vLLM's CPU
+worker start fails when llvmlite is already loaded (see
+``leapgen/integrations/vllm.py``).
 """
 
-from leapgen.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
-from leapgen.compiler import CompiledGrammar, GrammarCompiler
-from leapgen.errors import (CompileLimitError, GrammarError, LeapgenError, RegexError, SchemaError, StackDepthError,
-                            StructuralTagError, TokenizerError)
-from leapgen.matcher import BatchGrammarMatcher, GrammarMatcher
+import importlib
+
 from leapgen.version import __version__
-from leapgen.vocab import TokenizerInfo, VocabType
+
+_EXPORTS = {
+    "allocate_token_bitmask": "leapgen.bitmask", "apply_token_bitmask_inplace": "leapgen.bitmask",
+    "CompiledGrammar": "leapgen.compiler", "GrammarCompiler": "leapgen.compiler",
+    "CompileLimitError": "leapgen.errors", "GrammarError": "leapgen.errors", "LeapgenError": "leapgen.errors",
+    "RegexError": "leapgen.errors", "SchemaError": "leapgen.errors", "StackDepthError": "leapgen.errors",
+    "StructuralTagError": "leapgen.errors", "TokenizerError": "leapgen.errors",
+    "BatchGrammarMatcher": "leapgen.matcher", "GrammarMatcher": "leapgen.matcher",
+    "TokenizerInfo": "leapgen.vocab", "VocabType": "leapgen.vocab",
+    # The engine needs torch and transformers.
+    "LLM": "leapgen.engine", "SamplingParams": "leapgen.engine",
+}
 
 
 def __getattr__(name: str):
-    # The engine needs torch and transformers: import it only when asked for.
-    if name in ("LLM", "SamplingParams"):
-        from leapgen import engine
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'leapgen' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return getattr(engine, name)
-    raise AttributeError(f"module 'leapgen' has no attribute {name!r}")
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
 
 
-__all__ = [
-    "BatchGrammarMatcher", "CompileLimitError", "CompiledGrammar", "GrammarCompiler", "GrammarError", "GrammarMatcher", "LLM",
-    "LeapgenError", "RegexError", "SamplingParams", "SchemaError", "StackDepthError", "StructuralTagError",
-    "TokenizerError", "TokenizerInfo",
-    "VocabType", "allocate_token_bitmask", "apply_token_bitmask_inplace", "__version__",
-]
+__all__ = sorted(_EXPORTS) + ["__version__"]
