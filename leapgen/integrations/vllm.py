@@ -112,9 +112,9 @@ def register() -> None:
         vLLM is not a supported version (nothing is changed).
     """
     global _registered
+    check_vllm_version()
     if _registered:
         return
-    check_vllm_version()
     _add_backend_name()
     _wrap_request_check()
     _wrap_grammar_init()

@@ -45,11 +45,10 @@ JUMP_FORWARD_PROPOSER = "leapgen.integrations.vllm_jump_forward.JumpForwardPropo
 _REGEX_SYNTAX = frozenset("\\^$.|?*+()[]{}/")
 
 STRUCTURAL_TAG_UNAVAILABLE = (
-    "structured_outputs.structural_tag: this leapgen has no GrammarCompiler.compile_structural_tag yet "
-    "(structural tags are being added to leapgen); send json, regex, choice, grammar or json_object")
+    "structural tags are not supported by this leapgen yet (no GrammarCompiler.compile_structural_tag; "
+    "being added); send json, regex, choice, grammar or json_object")
 
-LARK_UNSUPPORTED = ("structured_outputs.grammar looks like a Lark grammar; leapgen reads GBNF "
-                    "(rules written `name ::= ...`)")
+LARK_UNSUPPORTED = "this grammar looks like Lark; leapgen reads GBNF (rules written `name ::= ...`)"
 
 
 def choice_regex(choices: list[str]) -> str:
@@ -404,10 +403,7 @@ def _check_constraint(so: Any, *, any_whitespace: bool) -> None:
 
             parse_regex(so.regex)
         elif so.choice is not None:
-            field = "structured_outputs.choice"
-            bad = [c for c in so.choice if not isinstance(c, str)]
-            if not isinstance(so.choice, list) or bad:
-                raise GrammarError(f"structured_outputs.choice must be a list of strings, got {so.choice!r}")
+            field = "structured_outputs.choice"  # a list of str: vLLM's StructuredOutputsParams checks it
             from leapgen.grammar.regex import parse_regex
 
             parse_regex(choice_regex(so.choice))
