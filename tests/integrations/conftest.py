@@ -7,13 +7,20 @@ them as steps of their own) and skip elsewhere (``tests/conftest.py``).
 * ``model_folder``: the embedded SmolLM2-135M-Instruct as an ordinary Hugging
   Face folder (converted once into leapgen's model cache), which the engines load.
 * ``hf_tokenizer``: its tokenizer.
+* ``vllm_env``: the environment the vLLM tests start engines in (a small KV
+  cache, offline, the engine spy of ``engine_spy/``), restored afterwards.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/integrations, for vllm_cases
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +39,20 @@ def hf_tokenizer(model_folder):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(model_folder)
+
+
+@pytest.fixture(scope="module")
+def vllm_env(tmp_path_factory):
+    """Set the environment for engines started by this module's tests; yields the spy's folder."""
+    from vllm_cases import spy_environment
+
+    spy_dir = tmp_path_factory.mktemp("engine_spy")
+    changes = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **spy_environment(spy_dir)}
+    saved = {key: os.environ.get(key) for key in changes}
+    os.environ.update(changes)
+    yield spy_dir
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
