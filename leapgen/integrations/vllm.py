@@ -15,7 +15,7 @@ vLLM loads plugins, load it first::
     llm = LLM(model, structured_outputs_config={"backend": "leapgen"})
 
 Every ``structured_outputs`` kind is served (``json``, ``json_object``,
-``regex``, ``choice``, ``grammar`` in GBNF, ``structural_tag`` once leapgen's
+``regex``, ``choice``, ``grammar`` (GBNF, or Lark), ``structural_tag`` once leapgen's
 compiler has it); ``disable_any_whitespace`` in the config is honoured.
 Jump-forward: add ``speculative_config={"method": "custom_class", "model":
 "leapgen.integrations.vllm_jump_forward.JumpForwardProposer",

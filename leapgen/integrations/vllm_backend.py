@@ -48,7 +48,6 @@ STRUCTURAL_TAG_UNAVAILABLE = (
     "structural tags are not supported by this leapgen yet (no GrammarCompiler.compile_structural_tag; "
     "being added); send json, regex, choice, grammar or json_object")
 
-LARK_UNSUPPORTED = "this grammar looks like Lark; leapgen reads GBNF (rules written `name ::= ...`)"
 
 
 def choice_regex(choices: list[str]) -> str:
@@ -83,7 +82,7 @@ def compile_structured_output(compiler: GrammarCompiler, request_type: Structure
     compiler : GrammarCompiler
     request_type : StructuredOutputOptions
         JSON (``spec`` a JSON Schema's text), JSON_OBJECT (any JSON object),
-        REGEX, GRAMMAR (GBNF), CHOICE (``spec`` a JSON list of strings),
+        REGEX, GRAMMAR (GBNF, or Lark as vLLM tells them apart), CHOICE (``spec`` a JSON list of strings),
         STRUCTURAL_TAG (xgrammar's structural-tag JSON).
     spec : str
         vLLM's grammar spec (``StructuredOutputRequest.structured_output_key[1]``).
@@ -108,10 +107,8 @@ def compile_structured_output(compiler: GrammarCompiler, request_type: Structure
         return compiler.compile_json_schema({"type": "object"}, any_whitespace=any_whitespace, strict_mode=False)
     if request_type == kind.REGEX:
         return compiler.compile_regex(spec)
-    if request_type == kind.GRAMMAR:
-        if grammar_is_likely_lark(spec):
-            raise GrammarError(LARK_UNSUPPORTED)
-        return compiler.compile_grammar(spec)
+    if request_type == kind.GRAMMAR:  # vLLM's rule: GBNF when it has `::=`, else Lark
+        return compiler.compile_lark(spec) if grammar_is_likely_lark(spec) else compiler.compile_grammar(spec)
     if request_type == kind.CHOICE:
         return compiler.compile_regex(choice_regex(json.loads(spec)))
     if request_type == kind.STRUCTURAL_TAG:
@@ -394,7 +391,7 @@ def _check_constraint(so: Any, *, any_whitespace: bool) -> None:
     try:
         if so.json is not None:
             field = "structured_outputs.json"
-            from leapgen.grammar.json_schema import json_schema_to_ir
+            from leapgen.grammar.json.schema import json_schema_to_ir
 
             json_schema_to_ir(so.json, any_whitespace=any_whitespace)
         elif so.regex is not None:
@@ -409,11 +406,14 @@ def _check_constraint(so: Any, *, any_whitespace: bool) -> None:
             parse_regex(choice_regex(so.choice))
         elif so.grammar is not None:
             field = "structured_outputs.grammar"
-            from leapgen.grammar.ebnf import parse_ebnf
-
             if grammar_is_likely_lark(so.grammar):
-                raise GrammarError(LARK_UNSUPPORTED)
-            parse_ebnf(so.grammar)
+                from leapgen.grammar.lark import parse_lark
+
+                parse_lark(so.grammar)
+            else:
+                from leapgen.grammar.ebnf import parse_ebnf
+
+                parse_ebnf(so.grammar)
         elif so.structural_tag is not None:
             field = "structured_outputs.structural_tag"
             if _structural_tag(GrammarCompiler) is None:

@@ -95,6 +95,7 @@ def test_unsupported_vllm_version_is_refused_and_the_plugin_only_warns(lv, monke
 @pytest.mark.parametrize("so_kwargs", [
     {"json": SCHEMA}, {"json": json.dumps(SCHEMA)}, {"json_object": True}, {"regex": r"\d{3}-[A-Z]{2}"},
     {"choice": ["yes", "no", "a.b|c"]}, {"grammar": 'root ::= "x" [0-9]+'},
+    {"grammar": 'start: "x" NUMBER\n%import common.NUMBER\n'},
 ])
 def test_request_check_marks_leapgen_requests(lv, hf_tokenizer, so_kwargs):
     from vllm.sampling_params import StructuredOutputsParams
@@ -109,7 +110,7 @@ def test_request_check_marks_leapgen_requests(lv, hf_tokenizer, so_kwargs):
     ({"json": "{not json"}, "structured_outputs.json", "line 1 column 2"),
     ({"regex": "a(b"}, "structured_outputs.regex", "offset 1"),
     ({"grammar": 'root ::= "a" missing'}, "structured_outputs.grammar", "missing"),
-    ({"grammar": "start: \"a\"\n"}, "structured_outputs.grammar", "Lark"),
+    ({"grammar": "start: \"a\" missing\n"}, "structured_outputs.grammar", "missing"),
     ({"regex": "a", "whitespace_pattern": " *"}, "structured_outputs.whitespace_pattern", "not supported"),
     ({"json": SCHEMA, "disable_any_whitespace": True}, "structured_outputs.disable_any_whitespace", "per request"),
 ])

@@ -4,7 +4,7 @@ code with leapgen (``jsonschema``, ``re``, ``lark``), and the engine spy's reade
 Every kind vLLM's ``structured_outputs`` has: ``json`` (three schemas),
 ``json_object``, ``regex`` (two patterns), ``choice``, ``grammar`` (GBNF: a
 regular one and a recursive one, whose masks come from leapgen's pushdown
-matcher). Strings are bounded so that a complete answer fits ``MAX_TOKENS``.
+matcher; and Lark, which vLLM tells from GBNF by its missing ``::=``). Strings are bounded so that a complete answer fits ``MAX_TOKENS``.
 """
 
 from __future__ import annotations
@@ -91,9 +91,9 @@ def cases(per_kind: int = 10) -> list[Case]:
                  _regex_check(PHONE if i % 2 else DATE)),
             Case("choice", {"choice": CHOICES}, f"Review {i}: 'I loved it, truly great.' Sentiment?",
                  lambda text: text in CHOICES or _fail(text, CHOICES)),
-            Case("grammar", {"grammar": ANSWER_GBNF if i % 2 else NESTED_GBNF},
-                 f"Question {i}: is water wet?" if i % 2 else f"Write a short nested list of digits ({i}).",
-                 _lark_check(ANSWER_LARK if i % 2 else NESTED_LARK)),
+            Case("grammar", {"grammar": [ANSWER_GBNF, NESTED_GBNF, ANSWER_LARK][i % 3]},  # the last one in Lark
+                 f"Write a short nested list of digits ({i})." if i % 3 == 1 else f"Question {i}: is water wet?",
+                 _lark_check(NESTED_LARK if i % 3 == 1 else ANSWER_LARK)),
         ]
     return out
 
