@@ -251,7 +251,8 @@ class LeapgenGrammarBackend(BaseGrammarBackend):
         compile_tag = getattr(self.compiler, "compile_structural_tag", None)
         if compile_tag is None:
             return InvalidGrammarObject(STRUCTURAL_TAG_UNAVAILABLE)
-        return self._grammar("structural_tag", key_string, lambda: compile_tag(key_string))
+        return self._grammar("structural_tag", key_string,
+                             lambda: compile_tag(key_string, any_whitespace=self.json_options["any_whitespace"]))
 
     def reset(self) -> None:
         """Drop SGLang's cache of grammar objects and leapgen's compiled grammars."""

@@ -115,7 +115,7 @@ def compile_structured_output(compiler: GrammarCompiler, request_type: Structure
         compile_tag = _structural_tag(compiler)
         if compile_tag is None:
             raise GrammarError(STRUCTURAL_TAG_UNAVAILABLE)
-        return compile_tag(spec)
+        return compile_tag(spec, any_whitespace=any_whitespace)
     raise GrammarError(f"unknown structured-output kind {request_type!r}")
 
 
