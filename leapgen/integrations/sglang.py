@@ -9,7 +9,7 @@ server, scheduler and detokenizer processes. Then::
 
 (or, in a process that builds SGLang's engine itself, call :func:`register`
 first). Requests' ``json_schema``, ``regex``, ``ebnf`` (GBNF) and
-``structural_tag`` (once leapgen's compiler has ``compile_structural_tag``)
+``structural_tag``
 are compiled by leapgen; ``--constrained-json-disable-any-whitespace`` and
 ``--constrained-json-max-whitespace-cnt`` are honoured,
 ``--constrained-json-whitespace-pattern`` is refused at start. With

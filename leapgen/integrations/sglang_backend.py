@@ -36,10 +36,6 @@ logger = logging.getLogger(__name__)
 MAX_ROLLBACK_TOKENS = 200
 """History a request's matcher keeps for ``rollback`` (SGLang's xgrammar backend keeps 200)."""
 
-STRUCTURAL_TAG_UNAVAILABLE = ("structural_tag: this leapgen has no GrammarCompiler.compile_structural_tag yet "
-                              "(structural tags are being added to leapgen); send json_schema, regex or ebnf")
-
-
 class LeapgenGrammar(BaseGrammarObject):
     """A request's grammar in SGLang, on a :class:`~leapgen.GrammarMatcher`.
 
@@ -246,13 +242,9 @@ class LeapgenGrammarBackend(BaseGrammarBackend):
         return self._grammar("ebnf", key_string, lambda: self.compiler.compile_grammar(key_string))
 
     def dispatch_structural_tag(self, key_string: str) -> BaseGrammarObject:
-        """xgrammar's structural tag (both forms), through ``GrammarCompiler.compile_structural_tag``
-        (the one place that calls it); :class:`InvalidGrammarObject` while leapgen lacks it."""
-        compile_tag = getattr(self.compiler, "compile_structural_tag", None)
-        if compile_tag is None:
-            return InvalidGrammarObject(STRUCTURAL_TAG_UNAVAILABLE)
-        return self._grammar("structural_tag", key_string,
-                             lambda: compile_tag(key_string, any_whitespace=self.json_options["any_whitespace"]))
+        """xgrammar's structural tag (both forms), through ``GrammarCompiler.compile_structural_tag``."""
+        return self._grammar("structural_tag", key_string, lambda: self.compiler.compile_structural_tag(
+            key_string, any_whitespace=self.json_options["any_whitespace"]))
 
     def reset(self) -> None:
         """Drop SGLang's cache of grammar objects and leapgen's compiled grammars."""

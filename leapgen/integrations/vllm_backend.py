@@ -42,37 +42,6 @@ logger = logging.getLogger(__name__)
 JUMP_FORWARD_PROPOSER = "leapgen.integrations.vllm_jump_forward.JumpForwardProposer"
 """The ``speculative_config["model"]`` (``method="custom_class"``) that turns jump-forward on."""
 
-_REGEX_SYNTAX = frozenset("\\^$.|?*+()[]{}/")
-
-STRUCTURAL_TAG_UNAVAILABLE = (
-    "structural tags are not supported by this leapgen yet (no GrammarCompiler.compile_structural_tag; "
-    "being added); send json, regex, choice, grammar or json_object")
-
-
-
-def choice_regex(choices: list[str]) -> str:
-    """An ECMAScript regex matching exactly one of ``choices``: an alternation of escaped literals.
-
-    Stands in for a trie compile of the choices (``compile_choice``, being
-    added to the compiler); it is the one place to switch over.
-
-    Parameters
-    ----------
-    choices : list of str
-        Non-empty.
-
-    Returns
-    -------
-    str
-    """
-    return "|".join("".join("\\" + c if c in _REGEX_SYNTAX else c for c in choice) for choice in choices)
-
-
-def _structural_tag(compiler: GrammarCompiler):
-    """``compiler.compile_structural_tag``, or None while leapgen lacks it (the one place that decides)."""
-    return getattr(compiler, "compile_structural_tag", None)
-
-
 def compile_structured_output(compiler: GrammarCompiler, request_type: StructuredOutputOptions, spec: str, *,
                               any_whitespace: bool = True) -> CompiledGrammar:
     """Compile one of vLLM's structured-output kinds with leapgen.
@@ -110,12 +79,9 @@ def compile_structured_output(compiler: GrammarCompiler, request_type: Structure
     if request_type == kind.GRAMMAR:  # vLLM's rule: GBNF when it has `::=`, else Lark
         return compiler.compile_lark(spec) if grammar_is_likely_lark(spec) else compiler.compile_grammar(spec)
     if request_type == kind.CHOICE:
-        return compiler.compile_regex(choice_regex(json.loads(spec)))
+        return compiler.compile_choice(json.loads(spec))
     if request_type == kind.STRUCTURAL_TAG:
-        compile_tag = _structural_tag(compiler)
-        if compile_tag is None:
-            raise GrammarError(STRUCTURAL_TAG_UNAVAILABLE)
-        return compile_tag(spec, any_whitespace=any_whitespace)
+        return compiler.compile_structural_tag(spec, any_whitespace=any_whitespace)
     raise GrammarError(f"unknown structured-output kind {request_type!r}")
 
 
@@ -401,9 +367,10 @@ def _check_constraint(so: Any, *, any_whitespace: bool) -> None:
             parse_regex(so.regex)
         elif so.choice is not None:
             field = "structured_outputs.choice"  # a list of str: vLLM's StructuredOutputsParams checks it
-            from leapgen.grammar.regex import parse_regex
-
-            parse_regex(choice_regex(so.choice))
+            # compile_choice's own checks (items, lone surrogates) run with no vocabulary here
+            for i, text in enumerate(so.choice):
+                if not isinstance(text, str):
+                    raise GrammarError(f"choice must be a list of str; item {i} is {type(text).__name__}")
         elif so.grammar is not None:
             field = "structured_outputs.grammar"
             if grammar_is_likely_lark(so.grammar):
@@ -416,8 +383,9 @@ def _check_constraint(so: Any, *, any_whitespace: bool) -> None:
                 parse_ebnf(so.grammar)
         elif so.structural_tag is not None:
             field = "structured_outputs.structural_tag"
-            if _structural_tag(GrammarCompiler) is None:
-                raise GrammarError(STRUCTURAL_TAG_UNAVAILABLE)
+            from leapgen.grammar.structural.reader import parse_structural_tag
+
+            parse_structural_tag(so.structural_tag)
         else:
             return
     except LeapgenError as exc:

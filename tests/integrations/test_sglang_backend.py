@@ -155,17 +155,15 @@ def test_a_bad_grammar_aborts_its_request_alone(manager, hf_tokenizer, constrain
     assert again.abort_message == bad.abort_message
 
 
-def test_structural_tag_goes_through_its_one_place(manager, hf_tokenizer):
-    from leapgen.compiler import GrammarCompiler
-    from leapgen.integrations.sglang_backend import STRUCTURAL_TAG_UNAVAILABLE
-
+def test_structural_tag_compiles_and_a_bad_one_aborts_alone(manager, hf_tokenizer):
     tag = json.dumps({"type": "structural_tag", "structures": [{"begin": "<f>", "schema": SCHEMA, "end": "</f>"}],
                       "triggers": ["<f>"]})
-    req, = _compiled(manager, _request("tag", hf_tokenizer, structural_tag=tag))
-    if hasattr(GrammarCompiler, "compile_structural_tag"):
-        assert req.abort_message is None
-    else:
-        assert req.abort_message == f"Failed to compile structural_tag grammar: {STRUCTURAL_TAG_UNAVAILABLE}"
+    bad = json.dumps({"type": "structural_tag", "format": {"type": "const_strin", "value": "x"}})
+    good, wrong = _compiled(manager, _request("tag", hf_tokenizer, structural_tag=tag),
+                            _request("bad-tag", hf_tokenizer, structural_tag=bad))
+    assert good.abort_message is None and not good.grammar.is_terminated()
+    assert wrong.abort_message.startswith("Failed to compile structural_tag grammar:")
+    assert "/format" in wrong.abort_message
 
 
 def test_batched_decode_through_sglangs_mask_path_gives_valid_outputs(manager, hf_tokenizer):
@@ -180,6 +178,9 @@ def test_batched_decode_through_sglangs_mask_path_gives_valid_outputs(manager, h
                           _request("e1", hf_tokenizer, ebnf='root ::= "(" [0-9]+ ("+" [0-9]+)* ")"'),
                           _request("j2", hf_tokenizer, json_schema="$$ANY$$")))
     reqs.append(types.SimpleNamespace(grammar=None))
+    # After 40 tokens the walk closes what is open (eos, then ``"``, ``}``, ``]``, ``)``) whenever
+    # the mask allows it, so every request ends within the step budget; before that it is random.
+    closers = [eos] + [hf_tokenizer.convert_tokens_to_ids(t) for t in ('"', "}", "]", ")")]
     torch.manual_seed(0)
     for _ in range(300):
         live = [r for r in reqs[:-1] if not r.grammar.is_terminated()]
@@ -191,8 +192,9 @@ def test_batched_decode_through_sglangs_mask_path_gives_valid_outputs(manager, h
             if r.grammar.is_terminated():
                 continue
             row = logits[i]
-            if len(r.output_ids) > 40 and torch.isfinite(row[eos]):
-                token = eos
+            closing = [t for t in closers if torch.isfinite(row[t])] if len(r.output_ids) > 40 else []
+            if closing:
+                token = closing[0]
             else:
                 token = int(torch.argmax(row + 8 * torch.rand(vocab_size)))
             assert torch.isfinite(row[token])

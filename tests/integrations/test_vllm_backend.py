@@ -124,21 +124,18 @@ def test_request_check_refuses_with_the_field_and_where(lv, hf_tokenizer, so_kwa
     assert where in str(caught.value)
 
 
-def test_structural_tag_goes_through_its_one_place(lv, hf_tokenizer):
+def test_structural_tag_is_checked_by_leapgens_reader(lv, hf_tokenizer):
     from vllm.exceptions import VLLMValidationError
     from vllm.sampling_params import StructuredOutputsParams
 
-    from leapgen.compiler import GrammarCompiler
-    from leapgen.integrations.vllm_backend import STRUCTURAL_TAG_UNAVAILABLE
-
-    tag = json.dumps({"type": "structural_tag", "structures": [{"begin": "<f>", "schema": SCHEMA, "end": "</f>"}],
-                      "triggers": ["<f>"]})
-    if hasattr(GrammarCompiler, "compile_structural_tag"):
-        assert _check(StructuredOutputsParams(structural_tag=tag), tokenizer=hf_tokenizer)._backend == "leapgen"
-    else:
-        with pytest.raises(VLLMValidationError, match="compile_structural_tag") as caught:
-            _check(StructuredOutputsParams(structural_tag=tag), tokenizer=hf_tokenizer)
-        assert str(caught.value).startswith(f"structured_outputs.structural_tag: {STRUCTURAL_TAG_UNAVAILABLE}")
+    tag = {"type": "structural_tag", "structures": [{"begin": "<f>", "schema": SCHEMA, "end": "</f>"}],
+           "triggers": ["<f>"]}
+    assert _check(StructuredOutputsParams(structural_tag=json.dumps(tag)), tokenizer=hf_tokenizer)._backend == "leapgen"
+    bad = {"type": "structural_tag", "format": {"type": "sequence", "elements": [{"type": "const_strin", "value": "x"}]}}
+    with pytest.raises(VLLMValidationError) as caught:
+        _check(StructuredOutputsParams(structural_tag=json.dumps(bad)), tokenizer=hf_tokenizer)
+    assert caught.value.parameter == "structured_outputs.structural_tag"
+    assert "/format/elements/0" in str(caught.value)
 
 
 def test_other_backends_keep_vllms_own_check(lv, hf_tokenizer):
