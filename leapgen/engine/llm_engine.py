@@ -29,7 +29,7 @@ import torch
 from leapgen.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from leapgen.engine.grammar_manager import GrammarManager
 from leapgen.engine.jump_forward import try_jump_forward
-from leapgen.engine.logprobs import entry_of, output_entries, rows_needed, score_batch
+from leapgen.engine.logprobs import entry_of, output_entries, prompt_rows_needed, rows_needed, score_batch
 from leapgen.engine.model_loader import DEFAULT_MODEL, LoadedModel, configure_threads, load_model
 from leapgen.engine.model_runner import ModelRunner
 from leapgen.engine.parallel_sampling import make_samples, prompt_ready, rides_on, share_prompt, waits_for_leader
@@ -227,7 +227,8 @@ class LLM:
             If ``params`` is not a SamplingParams, its ``stop_token_ids`` are
             outside the model's vocabulary, or the prompt is empty, ill-typed or
             not shorter than the model's context (``max_context_tokens``), or
-            prompt plus ``max_tokens`` exceeds that context (as vLLM refuses it).
+            prompt plus ``max_tokens`` exceeds that context (as vLLM refuses it),
+            or ``params.prompt_logprobs_start`` is not within the prompt.
         """
         if not isinstance(params, SamplingParams):
             raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
@@ -237,6 +238,9 @@ class LLM:
         stop_ids = frozenset(params.stop_token_ids) if params.stop_token_ids is not None else self.stop_token_ids
         prompt_ids = build_prompt_ids(self.tokenizer, prompt, chat=chat)
         check_prompt_fits(prompt_ids, params.max_tokens, vocab_size, self.max_context_tokens)
+        if params.prompt_logprobs is not None and params.prompt_logprobs_start >= len(prompt_ids):
+            raise ValueError(f"prompt_logprobs_start ({params.prompt_logprobs_start}) must be less than the "
+                             f"prompt's length ({len(prompt_ids)} tokens)")
         future = self.grammar.compile_async(params) if params.constrained else None
         requests = make_samples(prompt if isinstance(prompt, str) else "", prompt_ids, params, stop_ids, future,
                                 self._ids)
@@ -305,7 +309,7 @@ class LLM:
                and not waits_for_leader(r)]
         # A sample whose leader prefills the prompt in this pass samples from the leader's row (rides on it).
         ready = [r for r in sched.running if not r.is_finished and r.grammar_ready and r.deferred_finish is None
-                 and (r.stored_logits is not None or r in fwd or rides_on(r, fwd))]
+                 and r.params.max_tokens and (r.stored_logits is not None or r in fwd or rides_on(r, fwd))]
         # Constrained requests first: row i of the bitmask is row i of the batch.
         sampling = [r for r in ready if r.matcher is not None] + [r for r in ready if r.matcher is None]
         num_masked = sum(r.matcher is not None for r in ready)
@@ -347,11 +351,13 @@ class LLM:
         num_prompt = [max(0, len(r.prompt_ids) - r.num_cached) for r in fwd]  # prompt tokens still to feed
         prefilling = [r for r, n in zip(fwd, num_prompt) if n]
         self.stats.prefill_tokens += sum(num_prompt)
-        num_logits = [rows_needed(len(r.prompt_ids), r.num_cached, r.output_ids, r.logprobs) for r in fwd]
-        extra = any(k > 1 for k in num_logits)
+        num_logits = [max(rows_needed(len(r.prompt_ids), r.num_cached, r.output_ids, r.logprobs),
+                          prompt_rows_needed(len(r.prompt_ids), len(r.output_ids), r.params.prompt_logprobs_start)
+                          if r.needs_prompt_scoring else 1) for r in fwd]
+        extra = any(k > 1 for k in num_logits) or any(r.needs_prompt_scoring for r in fwd)
         rows = (num_logits,) if extra else ()
         logits = self.model_runner.batch_forward([r.kv_cache for r in fwd], pending, num_prompt, *rows)  # (B|rows, V)
-        if extra:  # a row past the next token's scores an output token without an entry (a forced one)
+        if extra:  # rows past the next token's score forced output tokens and asked-for prompt tokens
             logits = score_batch(logits, fwd, num_logits)
         for req in fwd:
             req.num_forwards += 1
@@ -366,8 +372,8 @@ class LLM:
     def _after_forward(self, fwd: list[Request], logits: torch.Tensor | None, row_of: dict) -> None:
         """After the forward pass: keep the logits of a request whose grammar
         still compiles, hand a prefilled prompt's KV to the samples waiting
-        for it, and finish a request that waited for its forced tokens'
-        log-probabilities."""
+        for it, finish a request that waited for its forced tokens'
+        log-probabilities, and one that only prefills (``max_tokens=0``)."""
         if logits is None:
             return
         for req in fwd:
@@ -380,12 +386,18 @@ class LLM:
         for req in fwd:
             if req.deferred_finish is not None:
                 self._finish(req, req.deferred_finish)
+            elif not req.params.max_tokens and not req.is_finished:
+                self._finish(req, FinishReason.LENGTH)
 
     def _reuse_prefix(self, req: Request) -> None:
         """Copy the KV of the longest cached prefix of ``req``'s prompt into
         its fresh cache (at least one prompt token is left to prefill: its
-        logits are the first sample's)."""
-        n = self.prefix_cache.copy_into(req.kv_cache, req.prompt_ids, len(req.prompt_ids) - 1)
+        logits are the first sample's; with ``prompt_logprobs``, every token
+        from ``prompt_logprobs_start`` on: their rows score the prompt)."""
+        limit = len(req.prompt_ids) - 1
+        if req.params.prompt_logprobs is not None:
+            limit = min(limit, req.params.prompt_logprobs_start)
+        n = self.prefix_cache.copy_into(req.kv_cache, req.prompt_ids, limit)
         if not n:
             return
         req.num_cached = n

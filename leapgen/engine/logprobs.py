@@ -1,5 +1,5 @@
-"""Output-token log-probabilities: :class:`TokenLogprob` and how the engine
-scores sampled and forced tokens.
+"""Token log-probabilities: :class:`TokenLogprob` and how the engine scores
+sampled and forced output tokens, and prompt tokens.
 
 One responsibility: turn logits rows into per-token entries. What is
 reported, for each output token (the stop token excluded):
@@ -23,6 +23,12 @@ replaced tokens are dropped with them and the new tokens are scored by the
 extend pass. A request that would finish right after a jump-forward (the
 grammar complete, ``max_tokens`` reached) first runs that extend pass to score
 its forced tokens.
+
+**Prompt tokens** (``SamplingParams.prompt_logprobs``; vLLM's
+``prompt_logprobs``, SGLang's ``input_token_logprobs``): the model's own
+``log_softmax`` at temperature 1 of each prompt token given the tokens before
+it, from the rows of the pass that prefills the prompt (teacher forcing);
+see :func:`score_prompt`.
 """
 
 from __future__ import annotations
@@ -112,6 +118,69 @@ def rows_needed(num_prompt: int, num_cached: int, output_ids: Sequence[int],
     return max(1, min(fed, fed - max(offset, 0)))
 
 
+def prompt_rows_needed(num_prompt: int, num_output: int, start: int) -> int:
+    """How many trailing positions of the pass that feeds the prompt score it
+    from position ``start`` on: every position from ``start`` to the last fed
+    one (the engine keeps ``start`` and later positions out of the prefix
+    cache, so they are all fed).
+
+    Parameters
+    ----------
+    num_prompt : int
+    num_output : int
+        Output tokens fed with the prompt (text forced before the prefill).
+    start : int
+        ``SamplingParams.prompt_logprobs_start`` (< ``num_prompt``).
+
+    Returns
+    -------
+    int
+        ``num_prompt + num_output - start``.
+    """
+    return num_prompt + num_output - start
+
+
+def score_prompt(rows: torch.Tensor, prompt_ids: Sequence[int], num_output: int, start: int,
+                 num_top: int) -> tuple[TokenLogprob | None, ...]:
+    """The prompt entries of positions ``start`` .. end from the rows of the
+    pass that fed them: the entry of position ``j > start`` is
+    ``log_softmax(rows at position j - 1)[prompt_ids[j]]``; position
+    ``start``'s is None (no row before it was computed: SGLang's convention,
+    and vLLM's for position 0).
+
+    Parameters
+    ----------
+    rows : torch.Tensor
+        float32, ``(k, vocab_size)``: the logits of the last ``k`` fed
+        positions, ``k >= prompt_rows_needed(...)``; unmasked. Not mutated.
+    prompt_ids : sequence of int
+    num_output : int
+        Output tokens fed after the prompt in that pass.
+    start : int
+    num_top : int
+        Alternatives per entry.
+
+    Returns
+    -------
+    tuple of (TokenLogprob or None)
+        ``len(prompt_ids) - start`` entries; ``sampled`` is False.
+    """
+    first_row_pos = len(prompt_ids) + num_output - rows.shape[0]  # absolute position of rows[0]
+    if start < first_row_pos:
+        raise ValueError(f"the rows start at position {first_row_pos}, after the first one scored ({start})")
+    targets = [int(t) for t in prompt_ids[start + 1 :]]
+    if not targets:
+        return (None,)
+    # Positions start .. n-2 score the tokens start+1 .. n-1.
+    logp = torch.log_softmax(rows[start - first_row_pos : len(prompt_ids) - 1 - first_row_pos].float(), dim=-1)
+    values = logp.gather(1, torch.tensor(targets, device=logp.device)[:, None])[:, 0].tolist()
+    tops: list = [()] * len(targets)
+    if num_top:
+        top_values, top_ids = torch.topk(logp, min(num_top, logp.shape[1]), dim=-1)
+        tops = [tuple(zip(i, v)) for i, v in zip(top_ids.tolist(), top_values.tolist())]
+    return (None, *(TokenLogprob(t, v, top, False) for t, v, top in zip(targets, values, tops)))
+
+
 def score_forced(rows: torch.Tensor, num_prompt: int, output_ids: Sequence[int],
                  entries: list, num_top: int) -> None:
     """Fill the missing entries of forced tokens from the rows of the forward
@@ -138,8 +207,9 @@ def score_forced(rows: torch.Tensor, num_prompt: int, output_ids: Sequence[int],
 
 
 def score_batch(logits: torch.Tensor, requests: Sequence, num_logits: Sequence[int]) -> torch.Tensor:
-    """Score every request's forced tokens from its rows of a forward pass
-    (mutates their ``logprobs``) and return the next-token rows.
+    """Score every request's forced tokens, and the prompt of a request that
+    asked for ``prompt_logprobs``, from its rows of a forward pass (mutates
+    their ``logprobs`` / ``prompt_logprobs``) and return the next-token rows.
 
     Parameters
     ----------
@@ -158,9 +228,12 @@ def score_batch(logits: torch.Tensor, requests: Sequence, num_logits: Sequence[i
     """
     ends = torch.tensor(list(num_logits)).cumsum(0)
     for req, k, end in zip(requests, num_logits, ends.tolist()):
-        if k > 1:
+        if k > 1 and req.logprobs is not None:
             score_forced(logits[end - k : end], len(req.prompt_ids), req.output_ids, req.logprobs,
                          req.params.logprobs)
+        if req.needs_prompt_scoring:
+            req.prompt_logprobs = score_prompt(logits[end - k : end], req.prompt_ids, len(req.output_ids),
+                                               req.params.prompt_logprobs_start, req.params.prompt_logprobs)
     return logits[ends - 1]
 
 

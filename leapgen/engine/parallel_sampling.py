@@ -89,8 +89,8 @@ def share_prompt(leader: Request, follower: Request, next_logits: torch.Tensor |
         Its cache holds the whole prompt (:func:`prompt_ready`).
     follower : Request
         Admitted (has a cache), nothing cached yet. Mutated: cache filled,
-        ``num_cached``, ``num_prefix_cached``, ``leader`` (cleared), maybe
-        ``stored_logits``.
+        ``num_cached``, ``num_prefix_cached``, ``leader`` (cleared),
+        ``prompt_logprobs`` (the leader's), maybe ``stored_logits``.
     next_logits : torch.Tensor or None
         float32 ``(vocab_size,)``: the logits after the prompt's last token
         from the leader's pass, when that pass ended there; not mutated.
@@ -113,6 +113,7 @@ def share_prompt(leader: Request, follower: Request, next_logits: torch.Tensor |
         cache.values[:, :, :count] = leader.kv_cache.values[:, :, :count]
     cache.length = count
     follower.num_cached = follower.num_prefix_cached = count
+    follower.prompt_logprobs = leader.prompt_logprobs  # (scored by the pass that prefilled the prompt)
     if takes_logits:
         follower.stored_logits = next_logits.clone()
     follower.leader = None

@@ -107,6 +107,13 @@ class RequestOutput:
         One per output token (those of the returned text: a stop string's
         cut drops the rest) when ``SamplingParams.logprobs`` was set; see
         :mod:`leapgen.engine.logprobs`.
+    prompt_token_ids : tuple of int
+        The prompt's token ids (chat template included).
+    prompt_logprobs : tuple of (TokenLogprob or None) or None
+        With ``SamplingParams.prompt_logprobs``: one entry per prompt
+        position from ``prompt_logprobs_start`` on, the first None (see
+        :func:`leapgen.engine.logprobs.score_prompt`); None otherwise (or
+        when the request failed before its prefill).
     """
 
     request_id: int
@@ -128,6 +135,8 @@ class RequestOutput:
     cached_prompt_tokens: int = 0
     index: int = 0
     logprobs: tuple | None = None
+    prompt_token_ids: tuple = ()
+    prompt_logprobs: tuple | None = None
 
     @property
     def completion_tokens_wo_jump_forward(self) -> int:
@@ -188,6 +197,9 @@ class Request:
     deferred_finish : str or None
         A finish reason held back until the next forward pass has scored the
         forced tokens' log-probabilities.
+    prompt_logprobs : tuple or None
+        The prompt's entries (``SamplingParams.prompt_logprobs``) once the
+        prefill pass scored them (or copied from the leader's).
     """
 
     request_id: int
@@ -220,6 +232,12 @@ class Request:
     owns_compile: bool = True
     logprobs: list | None = None
     deferred_finish: str | None = None
+    prompt_logprobs: tuple | None = None
+
+    @property
+    def needs_prompt_scoring(self) -> bool:
+        """Whether the pass that feeds the prompt must score it (``prompt_logprobs`` asked, not yet scored)."""
+        return self.params.prompt_logprobs is not None and self.prompt_logprobs is None
 
     @property
     def is_finished(self) -> bool:
@@ -340,4 +358,6 @@ class Request:
             cached_prompt_tokens=self.num_prefix_cached,
             index=self.index,
             logprobs=logprobs,
+            prompt_token_ids=tuple(self.prompt_ids),
+            prompt_logprobs=self.prompt_logprobs,
         )

@@ -19,8 +19,11 @@ class SamplingParams:
     Parameters
     ----------
     max_tokens : int, default 256
-        Most output tokens (>= 1); the completion ends with
-        ``finish_reason="length"`` when reached.
+        Most output tokens (>= 0); the completion ends with
+        ``finish_reason="length"`` when reached. 0 (SGLang's
+        ``max_new_tokens: 0``): the prompt is prefilled (its KV enters the
+        prefix cache; with ``prompt_logprobs`` it is scored) and the request
+        ends with no output; it takes no grammar and ``n == 1``.
     temperature : float, default 0.0
         Softmax temperature (>= 0); 0 means greedy (argmax).
     top_p : float, default 1.0
@@ -91,6 +94,18 @@ class SamplingParams:
         Report each output token's log-probability and this many most likely
         alternatives (0-20); None reports none. See
         :mod:`leapgen.engine.logprobs` for what is reported.
+    prompt_logprobs : int or None, default None
+        Report the log-probability of each prompt token from
+        ``prompt_logprobs_start`` on, given the tokens before it (teacher
+        forcing, from the prefill pass), and this many most likely
+        alternatives (0-20): vLLM's ``prompt_logprobs``, SGLang's
+        ``input_token_logprobs``. None reports none.
+    prompt_logprobs_start : int, default 0
+        The first prompt position reported (SGLang's ``logprob_start_len``;
+        it must be less than the prompt's length). Its entry is None: the
+        prefill computes logits from that position on, which score the
+        positions after it (position 0 has no context either way, as in
+        vLLM). Only with ``prompt_logprobs``.
 
     Raises
     ------
@@ -131,9 +146,11 @@ class SamplingParams:
     json_whitespace_pattern: str | None = None
     n: int = 1
     logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    prompt_logprobs_start: int = 0
 
     def __post_init__(self) -> None:
-        _check_int("max_tokens", self.max_tokens, minimum=1)
+        _check_int("max_tokens", self.max_tokens, minimum=0)
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)):
             raise ValueError(f"temperature must be a number, got {self.temperature!r}")
         if not math.isfinite(self.temperature) or self.temperature < 0:
@@ -182,12 +199,21 @@ class SamplingParams:
             _check_int("logprobs", self.logprobs, minimum=0)
             if self.logprobs > MAX_TOP_LOGPROBS:
                 raise ValueError(f"logprobs must be <= {MAX_TOP_LOGPROBS}, got {self.logprobs}")
+        if self.prompt_logprobs is not None:
+            _check_int("prompt_logprobs", self.prompt_logprobs, minimum=0)
+            if self.prompt_logprobs > MAX_TOP_LOGPROBS:
+                raise ValueError(f"prompt_logprobs must be <= {MAX_TOP_LOGPROBS}, got {self.prompt_logprobs}")
+        _check_int("prompt_logprobs_start", self.prompt_logprobs_start, minimum=0)
+        if self.prompt_logprobs_start and self.prompt_logprobs is None:
+            raise ValueError("prompt_logprobs_start applies with prompt_logprobs only")
         given = [n for n in ("json_schema", "regex", "ebnf", "lark", "structural_tag", "choice")
                  if getattr(self, n) is not None]
         given += ["json_object"] if self.json_object else []
         if len(given) > 1:
             raise ValueError("give at most one grammar (json_schema, regex, ebnf, lark, json_object, structural_tag, "
                              f"choice), got {given}")
+        if self.max_tokens == 0 and (given or self.n != 1):
+            raise ValueError("max_tokens=0 (prompt prefill only) takes no grammar and n == 1")
         stop = (self.stop,) if isinstance(self.stop, str) else self.stop
         if not isinstance(stop, (tuple, list)) or not all(isinstance(x, str) and x for x in stop):
             raise ValueError(f"stop must be a sequence of non-empty str, got {self.stop!r}")

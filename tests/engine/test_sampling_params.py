@@ -26,7 +26,13 @@ def test_constrained():
 @pytest.mark.parametrize(
     "kwargs",
     [
-        dict(max_tokens=0),
+        dict(max_tokens=-1),
+        dict(max_tokens=0, regex="a"),
+        dict(max_tokens=0, n=2),
+        dict(prompt_logprobs=-1),
+        dict(prompt_logprobs=21),
+        dict(prompt_logprobs_start=2),
+        dict(prompt_logprobs=0, prompt_logprobs_start=-1),
         dict(max_tokens=1.5),
         dict(max_tokens=True),
         dict(temperature=-0.1),
