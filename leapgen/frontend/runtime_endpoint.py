@@ -19,8 +19,16 @@ Requests, as SGLang sends them:
   "return_text_in_logprobs": true, "logprob_start_len": prompt_tokens - 2}``
   whose ``meta_info.input_token_logprobs`` are ranked as SGLang ranks them
   (the first of them dropped when it is the prompt's own last token, i.e.
-  when the boundary did not merge); ``constrained_decoding`` sends one
-  ``generate`` with the choices' alternation as ``regex`` and temperature 0.
+  when the boundary did not merge; an unscored first entry, which an SGLang
+  server always sends, is then left out of what the method gets: SGLang's own
+  greedy and unconditional methods fail on its None); ``unconditional_likelihood_normalized``
+  then scores the choices' tokens alone: ``{"input_ids": [...],
+  "sampling_params": {"max_new_tokens": 0}, "return_logprob": true,
+  "logprob_start_len": 0}`` (SGLang's client leaves ``logprob_start_len`` at
+  -1, for which an SGLang server scores nothing when ``max_new_tokens`` is 0,
+  and its method then fails on the empty lists); ``constrained_decoding``
+  sends one ``generate`` with the choices' alternation as ``regex`` and
+  temperature 0.
 
 The chat template: ``chat_template_name``, else the one SGLang's matching
 rules pick for ``GET /get_model_info``'s ``model_path`` (or, on a server
@@ -139,10 +147,14 @@ class RuntimeEndpoint(BaseBackend):
             if toks and s.text_.endswith(toks[0][-1]):
                 normalized[i] = (normalized[i] * len(toks) - (toks[0][0] or 0.0)) / max(len(toks) - 1, 1)
                 inputs[i] = toks[1:]
+        # An SGLang server leaves the first entry unscored (None): SGLang's client hands it on, and its greedy
+        # and unconditional methods then fail on it; the ranking above skips it either way.
+        inputs = [[t for t in toks if t[0] is not None] for toks in inputs]
         unconditional = None
         if method.requires_unconditional_logprobs:
             res = self._post({"input_ids": [[t[1] for t in toks] for toks in inputs],
-                              "sampling_params": {"max_new_tokens": 0}, "return_logprob": True})
+                              "sampling_params": {"max_new_tokens": 0}, "return_logprob": True,
+                              "logprob_start_len": 0})
             unconditional = [r["meta_info"]["input_token_logprobs"] for r in res]
         return method(choices=choices, normalized_prompt_logprobs=normalized, input_token_logprobs=inputs,
                       output_token_logprobs=outputs, unconditional_token_logprobs=unconditional)

@@ -1,8 +1,8 @@
 """The OpenAI-compatible HTTP server: :func:`create_app` and :func:`serve`.
 
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``,
-``POST /generate`` (SGLang's native API), ``GET /v1/models``, ``GET /health``,
-``GET /metrics`` (Prometheus text). Which request fields are honoured:
+``POST /generate`` and ``GET /get_model_info`` (SGLang's native API),
+``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text). Which request fields are honoured:
 ``docs/server_fields.md``.
 Requests are handled on the asyncio loop; the model runs in the engine loop
 thread of :class:`leapgen.engine.async_llm.AsyncLLM`. Every error is an
@@ -26,7 +26,7 @@ from leapgen.server.protocol import ChatCompletionRequest, CompletionRequest, er
 from leapgen.server.protocol_sglang import GenerateRequest
 from leapgen.server.serving_chat import create_chat_completion
 from leapgen.server.serving_completions import create_completion
-from leapgen.server.serving_generate import create_generate
+from leapgen.server.serving_generate import create_generate, model_info
 
 logger = logging.getLogger("leapgen.server")
 
@@ -96,6 +96,10 @@ def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tok
     @app.post("/generate")
     async def generate(body: GenerateRequest, http: Request) -> Any:
         return await create_generate(body, http, engine)
+
+    @app.get("/get_model_info")
+    async def get_model_info() -> dict:
+        return model_info(engine.llm)
 
     @app.get("/v1/models")
     async def models() -> dict:

@@ -6,13 +6,15 @@ their default.
 Request (SGLang's ``GenerateReqInput``): ``text`` or ``input_ids`` (one
 prompt, or a batch: a list of strings / of token-id lists), ``sampling_params``
 (one object, or one per batch item), ``stream``, ``return_logprob`` with
-``top_logprobs_num`` and ``return_text_in_logprobs``, ``rid``.
+``top_logprobs_num``, ``return_text_in_logprobs`` and ``logprob_start_len``
+(prompt log-probabilities), ``rid``. ``max_new_tokens: 0`` prefills the
+prompt only (what SGLang's frontend sends for a ``select``).
 
 Response (SGLang's shape): ``{"text", "output_ids", "meta_info": {"id",
 "finish_reason": {"type": "stop" | "length" | "abort", ...}, "prompt_tokens",
 "completion_tokens", "completion_tokens_wo_jump_forward",
-"jump_forward_tokens", "cached_tokens", "e2e_latency"[, "output_token_logprobs",
-"output_top_logprobs"]}}``; a list of them for a batch or ``n > 1``
+"jump_forward_tokens", "cached_tokens", "e2e_latency"[, "input_token_logprobs",
+"output_token_logprobs", "input_top_logprobs", "output_top_logprobs"]}}``; a list of them for a batch or ``n > 1``
 (prompt-major: prompt 0's ``n`` samples, then prompt 1's...), each with its
 ``index`` in that list when streamed.
 """
@@ -33,7 +35,7 @@ DEFAULT_MAX_NEW_TOKENS = 128
 class SglSamplingParams(StrictModel):
     """SGLang's ``sampling_params``."""
 
-    max_new_tokens: int | None = Field(default=None, ge=1)
+    max_new_tokens: int | None = Field(default=None, ge=0)
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: int = -1
@@ -75,16 +77,18 @@ class SglSamplingParams(StrictModel):
     }
     _refused = {"custom_params": "no custom logit processors"}
 
-    def to_sampling_params(self, where: str, *, logprobs: int | None,
-                           eos_token_ids: Iterable[int] = ()) -> tuple[Any, str | None]:
+    def to_sampling_params(self, where: str, *, logprobs: int | None, prompt_logprobs: int | None = None,
+                           prompt_start: int = 0, eos_token_ids: Iterable[int] = ()) -> tuple[Any, str | None]:
         """The engine's SamplingParams and the constraint's field (``where``
         prefixes field names in errors; ``stop_token_ids`` add to
-        ``eos_token_ids``, the model's).
+        ``eos_token_ids``, the model's; ``prompt_logprobs`` from
+        ``prompt_start`` on: the request's prompt log-probabilities).
 
         Raises
         ------
         RequestRefused
-            A refused field or value, several constraints.
+            A refused field or value, several constraints; ``max_new_tokens:
+            0`` with a constraint or ``n > 1``.
         ValueError
             A value SamplingParams rejects.
         """
@@ -96,12 +100,17 @@ class SglSamplingParams(StrictModel):
                                     ("structural_tag", "structural_tag")) if getattr(self, name) is not None]
         constraint = single(found)
         grammar = grammar_params(constraint)
+        if self.max_new_tokens == 0 and (constraint is not None or self.n != 1):
+            raise RequestRefused(f"{where}.max_new_tokens 0 prefills the prompt only: it takes no constraint and "
+                                 "n 1", param=f"{where}.max_new_tokens")
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         params = SamplingParams(
-            max_tokens=self.max_new_tokens or DEFAULT_MAX_NEW_TOKENS, temperature=self.temperature, top_p=self.top_p,
+            max_tokens=DEFAULT_MAX_NEW_TOKENS if self.max_new_tokens is None else self.max_new_tokens,
+            temperature=self.temperature, top_p=self.top_p,
             top_k=-1 if self.top_k == 0 else self.top_k, seed=self.sampling_seed, stop=tuple(stop),
             stop_token_ids=with_eos(self.stop_token_ids, eos_token_ids),
-            jump_forward=self.jump_forward, n=self.n, logprobs=logprobs, **grammar)
+            jump_forward=self.jump_forward, n=self.n, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
+            prompt_logprobs_start=prompt_start if prompt_logprobs is not None else 0, **grammar)
         return params, None if constraint is None else constraint.field
 
 
@@ -115,7 +124,7 @@ class GenerateRequest(StrictModel):
     return_logprob: bool = False
     top_logprobs_num: int = Field(default=0, ge=0, le=MAX_TOP_LOGPROBS)
     return_text_in_logprobs: bool = False
-    logprob_start_len: int = -1
+    logprob_start_len: int = Field(default=-1, ge=-1)
     rid: str | list[str] | None = None
     # accepted at their default only
     token_ids_logprob: Any = None
@@ -131,7 +140,6 @@ class GenerateRequest(StrictModel):
     custom_logit_processor: Any = None
 
     _at_default = {
-        "logprob_start_len": ((-1,), "output-token log-probabilities only (no prompt logprobs)"),
         "return_hidden_states": ((False,), "hidden states are not returned"),
         "log_metrics": ((True,), "every request is counted in /metrics"),
     }
@@ -180,16 +188,21 @@ class GenerateRequest(StrictModel):
             ``sampling_params`` whose length is not the batch's.
         """
         logprobs = self.top_logprobs_num if self.return_logprob else None
-        if self.top_logprobs_num and not self.return_logprob:
-            raise RequestRefused("top_logprobs_num needs return_logprob: true", param="top_logprobs_num")
+        for name, default in (("top_logprobs_num", 0), ("logprob_start_len", -1)):
+            if getattr(self, name) != default and not self.return_logprob:
+                raise RequestRefused(f"{name} needs return_logprob: true", param=name)
+        # logprob_start_len -1 (SGLang's default): no prompt token is scored (see GenerateRenderer)
+        prompt = dict(prompt_logprobs=logprobs, prompt_start=self.logprob_start_len) if (
+            logprobs is not None and self.logprob_start_len >= 0) else {}
         given = self.sampling_params if self.sampling_params is not None else SglSamplingParams()
         if isinstance(given, list):
             if len(given) != count:
                 raise RequestRefused(f"sampling_params has {len(given)} items for {count} prompts",
                                      param="sampling_params")
-            return [sp.to_sampling_params(f"sampling_params[{i}]", logprobs=logprobs, eos_token_ids=eos_token_ids)
-                    for i, sp in enumerate(given)]
-        return [given.to_sampling_params("sampling_params", logprobs=logprobs, eos_token_ids=eos_token_ids)] * count
+            return [sp.to_sampling_params(f"sampling_params[{i}]", logprobs=logprobs, eos_token_ids=eos_token_ids,
+                                          **prompt) for i, sp in enumerate(given)]
+        return [given.to_sampling_params("sampling_params", logprobs=logprobs, eos_token_ids=eos_token_ids,
+                                         **prompt)] * count
 
     def rids(self, count: int) -> list[str | None]:
         """The request id of each prompt (a string prefix is numbered per item, as SGLang does)."""

@@ -3,7 +3,8 @@
 (a list for a batch or ``n > 1``); a stream sends ``data:`` lines each with
 the choice's *cumulative* text, as SGLang does, its ``index`` in the batch,
 and ``meta_info`` (with the finish reason and counts on the choice's last
-line), then ``data: [DONE]``."""
+line), then ``data: [DONE]``. With ``return_logprob``, the prompt's entries
+(``input_token_logprobs``) come with a choice's finished object."""
 
 from __future__ import annotations
 
@@ -31,12 +32,16 @@ class GenerateRenderer(Renderer):
     token_bytes : sequence of bytes or None
     single : bool
         One prompt, one sample: the response is that object, not a list.
+    prefill_only : list of bool or None
+        Per choice, whether it asked ``max_new_tokens: 0`` (SGLang then
+        scores no prompt token by default).
     """
 
     def __init__(self, rids: list, logprobs: int | None, return_text: bool, token_bytes=None, *,
-                 single: bool = False):
+                 single: bool = False, prefill_only: list[bool] | None = None):
         super().__init__("", "", 0, token_bytes)
         self.single = single
+        self.prefill_only = prefill_only or [False] * len(rids)
         self.rids = rids
         self.num_top = logprobs
         self.return_text = return_text
@@ -55,6 +60,27 @@ class GenerateRenderer(Renderer):
             out["output_top_logprobs"] = [[self._triple(lp, t) for t, lp in e.top] for e in entries]
         return out
 
+    def input_fields(self, index: int, out: Any) -> dict:
+        """``input_token_logprobs`` (and ``input_top_logprobs`` when asked) of
+        choice ``index``, as SGLang aligns them: one entry per prompt token
+        from ``logprob_start_len`` on, the first unscored (None). SGLang's
+        default start (-1) is the prompt's last token, or none at all for
+        ``max_new_tokens: 0``."""
+        if self.num_top is None:
+            return {}
+        ids = out.prompt_token_ids
+        if out.prompt_logprobs is not None:
+            entries = list(zip(ids[len(ids) - len(out.prompt_logprobs):], out.prompt_logprobs))
+        elif self.prefill_only[index] or not ids:
+            entries = []
+        else:
+            entries = [(ids[-1], None)]
+        fields = {"input_token_logprobs": [self._triple(None if e is None else e.logprob, t) for t, e in entries]}
+        if self.num_top:
+            fields["input_top_logprobs"] = [None if e is None else [self._triple(lp, t) for t, lp in e.top]
+                                            for _, e in entries]
+        return fields
+
     def item(self, index: int, out: Any) -> dict:
         """The object of choice ``index``'s finished output."""
         if out.finish_reason == "length":
@@ -67,7 +93,8 @@ class GenerateRenderer(Renderer):
                 "completion_tokens": out.completion_tokens,
                 "completion_tokens_wo_jump_forward": out.completion_tokens_wo_jump_forward,
                 "jump_forward_tokens": out.jump_forward_tokens, "cached_tokens": out.cached_prompt_tokens,
-                "e2e_latency": round(time.perf_counter() - self.start, 6), **self.logprob_fields(out.logprobs)}
+                "e2e_latency": round(time.perf_counter() - self.start, 6), **self.input_fields(index, out),
+                **self.logprob_fields(out.logprobs)}
         return {"text": out.text, "output_ids": list(out.token_ids), "meta_info": meta}
 
     def full(self, outs: list) -> Any:
@@ -112,10 +139,26 @@ async def create_generate(body: GenerateRequest, http: HttpRequest, engine: Asyn
     rids = [rid for rid, sp in zip(body.rids(len(prompts)), params) for _ in range(sp.n)]
     renderer = GenerateRenderer(rids, params[0].logprobs, body.return_text_in_logprobs,
                                 engine.llm.grammar.token_text_bytes if body.return_logprob else None,
-                                single=not body.is_batch and params[0].n == 1)
+                                single=not body.is_batch and params[0].n == 1,
+                                prefill_only=[sp.max_tokens == 0 for sp in params for _ in range(sp.n)])
     stream_body = None
     if body.stream:
         stream_body = lambda group, buffered: generate_sse(group, buffered, renderer)  # noqa: E731
     return await serve_completion(http, engine, prompts, params, chat=False,
                                   grammar_field=fields.pop() if len(fields) == 1 else None,
                                   renderer=renderer, stream_body=stream_body)
+
+
+def model_info(llm: Any) -> dict:
+    """SGLang's ``GET /get_model_info`` of an :class:`~leapgen.engine.LLM`:
+    ``model_path`` (the folder the weights were read from: SGLang's frontend
+    picks its chat template by matching it), ``tokenizer_path``,
+    ``is_generation``, ``preferred_sampling_params``, ``weight_version``,
+    ``has_image_understanding``, ``has_audio_understanding``, ``model_type``,
+    ``architectures``."""
+    loaded = llm.loaded
+    config = getattr(loaded.model, "config", None)
+    return {"model_path": loaded.path, "tokenizer_path": loaded.path, "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
+            "has_audio_understanding": False, "model_type": getattr(config, "model_type", None),
+            "architectures": getattr(config, "architectures", None)}

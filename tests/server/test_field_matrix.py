@@ -43,7 +43,7 @@ ISSUE_VLLM = {"structured_outputs", "guided_json", "guided_regex", "guided_choic
     f"structured_outputs.{f}" for f in ("json", "regex", "choice", "grammar", "json_object", "structural_tag",
                                         "whitespace_pattern", "disable_any_whitespace",
                                         "disable_additional_properties")}
-ISSUE_GENERATE = {"text", "input_ids", "sampling_params", "stream", "return_logprob"} | {
+ISSUE_GENERATE = {"text", "input_ids", "sampling_params", "stream", "return_logprob", "logprob_start_len"} | {
     f"sampling_params.{f}" for f in ("max_new_tokens", "temperature", "top_p", "top_k", "stop", "n", "json_schema",
                                      "regex", "ebnf", "structural_tag")}
 
@@ -306,6 +306,10 @@ GENERATE_PROBES: dict[str, tuple[dict, Any]] = {
         len(t) == 2 for t in r["meta_info"]["output_top_logprobs"]) or pytest.fail("top_logprobs_num")),
     "return_text_in_logprobs": ({"return_logprob": True, "return_text_in_logprobs": True}, lambda c, send, r: all(
         isinstance(t[2], str) for t in r["meta_info"]["output_token_logprobs"]) or pytest.fail("text")),
+    "logprob_start_len": ({"return_logprob": True, "logprob_start_len": 1}, lambda c, send, r: (
+        len(r["meta_info"]["input_token_logprobs"]) == r["meta_info"]["prompt_tokens"] - 1
+        and r["meta_info"]["input_token_logprobs"][0][0] is None
+        and all(t[0] < 0 for t in r["meta_info"]["input_token_logprobs"][1:])) or pytest.fail("prompt logprobs")),
     "rid": ({"rid": "req-1"}, lambda c, send, r: r["meta_info"]["id"] == "req-1" or pytest.fail("rid")),
     "sampling_params.max_new_tokens": (_sgl({"max_new_tokens": 2}), lambda c, send, r: r["meta_info"][
         "completion_tokens"] == 2 or pytest.fail("2")),
@@ -328,7 +332,7 @@ GENERATE_PROBES: dict[str, tuple[dict, Any]] = {
                                      _check_no_jump),
 }
 GENERATE_PROBES.update({field: ({field: value}, None) for field, value in {
-    "logprob_start_len": 0, "return_hidden_states": True, "log_metrics": False, "token_ids_logprob": [1],
+    "return_hidden_states": True, "log_metrics": False, "token_ids_logprob": [1],
     "input_embeds": [[0.0]], "image_data": "x.png", "video_data": "x.mp4", "audio_data": "x.wav", "lora_path": "x",
     "session_params": {"id": "s"}, "custom_logit_processor": "x"}.items()})
 GENERATE_PROBES.update({f"sampling_params.{name}": (_sgl({name: value}), None) for name, value in {
