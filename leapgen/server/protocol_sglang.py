@@ -191,7 +191,7 @@ class GenerateRequest(StrictModel):
         for name, default in (("top_logprobs_num", 0), ("logprob_start_len", -1)):
             if getattr(self, name) != default and not self.return_logprob:
                 raise RequestRefused(f"{name} needs return_logprob: true", param=name)
-        # logprob_start_len -1 (SGLang's default): no prompt token is scored (see GenerateRenderer)
+        # logprob_start_len -1 (SGLang's default): no prompt token is scored, as SGLang 0.5's scheduler does
         prompt = dict(prompt_logprobs=logprobs, prompt_start=self.logprob_start_len) if (
             logprobs is not None and self.logprob_start_len >= 0) else {}
         given = self.sampling_params if self.sampling_params is not None else SglSamplingParams()

@@ -32,16 +32,12 @@ class GenerateRenderer(Renderer):
     token_bytes : sequence of bytes or None
     single : bool
         One prompt, one sample: the response is that object, not a list.
-    prefill_only : list of bool or None
-        Per choice, whether it asked ``max_new_tokens: 0`` (SGLang then
-        scores no prompt token by default).
     """
 
     def __init__(self, rids: list, logprobs: int | None, return_text: bool, token_bytes=None, *,
-                 single: bool = False, prefill_only: list[bool] | None = None):
+                 single: bool = False):
         super().__init__("", "", 0, token_bytes)
         self.single = single
-        self.prefill_only = prefill_only or [False] * len(rids)
         self.rids = rids
         self.num_top = logprobs
         self.return_text = return_text
@@ -60,21 +56,17 @@ class GenerateRenderer(Renderer):
             out["output_top_logprobs"] = [[self._triple(lp, t) for t, lp in e.top] for e in entries]
         return out
 
-    def input_fields(self, index: int, out: Any) -> dict:
+    def input_fields(self, out: Any) -> dict:
         """``input_token_logprobs`` (and ``input_top_logprobs`` when asked) of
-        choice ``index``, as SGLang aligns them: one entry per prompt token
+        a finished output, as SGLang aligns them: one entry per prompt token
         from ``logprob_start_len`` on, the first unscored (None). SGLang's
-        default start (-1) is the prompt's last token, or none at all for
-        ``max_new_tokens: 0``."""
+        default start (-1) scores none: its scheduler (0.5.x) moves it to the
+        prompt's length."""
         if self.num_top is None:
             return {}
         ids = out.prompt_token_ids
-        if out.prompt_logprobs is not None:
-            entries = list(zip(ids[len(ids) - len(out.prompt_logprobs):], out.prompt_logprobs))
-        elif self.prefill_only[index] or not ids:
-            entries = []
-        else:
-            entries = [(ids[-1], None)]
+        entries = [] if out.prompt_logprobs is None else list(
+            zip(ids[len(ids) - len(out.prompt_logprobs):], out.prompt_logprobs))
         fields = {"input_token_logprobs": [self._triple(None if e is None else e.logprob, t) for t, e in entries]}
         if self.num_top:
             fields["input_top_logprobs"] = [None if e is None else [self._triple(lp, t) for t, lp in e.top]
@@ -93,7 +85,7 @@ class GenerateRenderer(Renderer):
                 "completion_tokens": out.completion_tokens,
                 "completion_tokens_wo_jump_forward": out.completion_tokens_wo_jump_forward,
                 "jump_forward_tokens": out.jump_forward_tokens, "cached_tokens": out.cached_prompt_tokens,
-                "e2e_latency": round(time.perf_counter() - self.start, 6), **self.input_fields(index, out),
+                "e2e_latency": round(time.perf_counter() - self.start, 6), **self.input_fields(out),
                 **self.logprob_fields(out.logprobs)}
         return {"text": out.text, "output_ids": list(out.token_ids), "meta_info": meta}
 
@@ -139,8 +131,7 @@ async def create_generate(body: GenerateRequest, http: HttpRequest, engine: Asyn
     rids = [rid for rid, sp in zip(body.rids(len(prompts)), params) for _ in range(sp.n)]
     renderer = GenerateRenderer(rids, params[0].logprobs, body.return_text_in_logprobs,
                                 engine.llm.grammar.token_text_bytes if body.return_logprob else None,
-                                single=not body.is_batch and params[0].n == 1,
-                                prefill_only=[sp.max_tokens == 0 for sp in params for _ in range(sp.n)])
+                                single=not body.is_batch and params[0].n == 1)
     stream_body = None
     if body.stream:
         stream_body = lambda group, buffered: generate_sse(group, buffered, renderer)  # noqa: E731

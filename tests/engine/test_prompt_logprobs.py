@@ -63,8 +63,8 @@ def test_a_start_inside_a_cached_prefix_is_still_scored(llm):
     # The first request fills the prefix cache with the prompt; the second may reuse at most `start` tokens.
     first = llm.generate(PROMPT, SamplingParams(max_tokens=0), chat=False)[0]
     n = len(first.prompt_token_ids)
-    out = llm.generate(PROMPT + " Rome. Austria:", SamplingParams(max_tokens=0, prompt_logprobs=0, prompt_logprobs_start=n - 2),
-                       chat=False)[0]
+    params = SamplingParams(max_tokens=0, prompt_logprobs=0, prompt_logprobs_start=n - 2)
+    out = llm.generate(PROMPT + " Rome. Austria:", params, chat=False)[0]
     assert 0 < out.cached_prompt_tokens <= n - 2
     check(llm, out, n - 2, 0)
     assert len(out.prompt_logprobs) == len(out.prompt_token_ids) - (n - 2)
