@@ -5,6 +5,9 @@ log-probabilities (SGLang's default method), which ``/generate`` answers
 with ``max_new_tokens: 0``, ``logprob_start_len`` and
 ``meta_info.input_token_logprobs``; ``GET /get_model_info`` names the model
 whose chat template the frontend picks.
+With ``LEAPGEN_SGLANG_PYTHON`` set, the real ``sglang`` package's own
+``RuntimeEndpoint`` runs the example, a ``regex`` ``gen`` and a ``select`` too
+(``sglang_program.py``).
 
 Oracles: ``jsonschema``; and for log-probabilities the Hugging Face model
 itself (``model(ids).logits``), with SGLang's alignment written out here. The
@@ -14,7 +17,10 @@ server prefills prompts in bfloat16 where the CPU has native bfloat16 units
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+from pathlib import Path
 
 import httpx
 import jsonschema
@@ -141,3 +147,18 @@ def test_get_model_info(server):
     info = httpx.get(server[0] + "/get_model_info", timeout=10).json()
     assert re.search("smollm", info["model_path"], re.IGNORECASE) and info["is_generation"] is True
     assert info["architectures"] == ["LlamaForCausalLM"]
+
+
+@pytest.mark.skipif(not os.environ.get("LEAPGEN_SGLANG_PYTHON"),
+                    reason="LEAPGEN_SGLANG_PYTHON (a Python with the sglang package) is not set")
+def test_sglangs_own_runtime_endpoint_runs_against_the_server(server):
+    program = Path(__file__).with_name("sglang_program.py")
+    run = subprocess.run([os.environ["LEAPGEN_SGLANG_PYTHON"], str(program), server[0]], capture_output=True,
+                         text=True, timeout=600, cwd="/", env={**os.environ, "PYTHONPATH": ""})
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    for person in [got["person"], *got["batch"]]:
+        jsonschema.validate(json.loads(person), PERSON)
+    assert got["meta"]["finish_reason"]["type"] == "stop"
+    assert got["color"] in ("red", "blue", "green") and got["bright"] in ("yes", "no", "maybe not")
+    assert len(got["logprobs"]) == 3 and all(lp < 0 for lp in got["logprobs"])
