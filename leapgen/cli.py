@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(handler=_cmd_generate)
 
     srv = sub.add_parser("serve", help="serve the OpenAI-compatible HTTP API",
-                         description="Serve /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics.")
+                         description="Serve /v1/chat/completions, /v1/completions, /v1/responses, /generate, "
+                                     "/get_model_info, /v1/models, /health, /metrics.")
     srv.add_argument("--model", default="default",
                      help="'default' (embedded SmolLM2-135M-Instruct) or a local Hugging Face folder")
     srv.add_argument("--grammar-backend", default="leapgen", choices=known_backends(),

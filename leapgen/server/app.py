@@ -1,8 +1,9 @@
 """The OpenAI-compatible HTTP server: :func:`create_app` and :func:`serve`.
 
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``,
-``POST /generate`` and ``GET /get_model_info`` (SGLang's native API),
-``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text). Which request fields are honoured:
+``POST /v1/responses`` (OpenAI's Responses API), ``POST /generate`` and
+``GET /get_model_info`` (SGLang's native API), ``GET /v1/models``, ``GET /health``,
+``GET /metrics`` (Prometheus text). Which request fields are honoured:
 ``docs/server_fields.md``.
 Requests are handled on the asyncio loop; the model runs in the engine loop
 thread of :class:`leapgen.engine.async_llm.AsyncLLM`. Every error is an
@@ -23,10 +24,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from leapgen.engine.async_llm import AsyncLLM
 from leapgen.server.protocol import ChatCompletionRequest, CompletionRequest, error_body, now
+from leapgen.server.protocol_responses import ResponsesRequest
 from leapgen.server.protocol_sglang import GenerateRequest
 from leapgen.server.serving_chat import create_chat_completion
 from leapgen.server.serving_completions import create_completion
 from leapgen.server.serving_generate import create_generate, model_info
+from leapgen.server.serving_responses import create_response
 
 logger = logging.getLogger("leapgen.server")
 
@@ -92,6 +95,12 @@ def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tok
         if (refusal := _check_model(body.model)) is not None:
             return refusal
         return await create_completion(body, http, engine, model_name, default_max_tokens)
+
+    @app.post("/v1/responses")
+    async def responses(body: ResponsesRequest, http: Request) -> Any:
+        if (refusal := _check_model(body.model)) is not None:
+            return refusal
+        return await create_response(body, http, engine, model_name, default_max_tokens)
 
     @app.post("/generate")
     async def generate(body: GenerateRequest, http: Request) -> Any:

@@ -2,7 +2,7 @@
 default, or refused with a 400 that names it (``docs/server_fields.md``).
 
 The field lists come from the installed ``openai`` SDK's request types (chat
-and text completions) and from issue 16's lists (vLLM's ``structured_outputs``
+and text completions, responses: ``responses_probes.py``) and from issue 16's lists (vLLM's ``structured_outputs``
 and ``guided_*``, SGLang's ``/generate``), not from the table: a field the SDK
 gains fails :func:`test_every_field_has_a_row_and_a_probe` until it is placed.
 Each field is then sent with a non-default value, through the real ``openai``
@@ -30,11 +30,14 @@ import openai
 import pytest
 from openai.types import completion_create_params as completion_params
 from openai.types.chat import completion_create_params as chat_params
+from responses_probes import NESTED, RESPONSES, SDK_RESPONSES, send_responses
+from responses_probes import PROBES as RESPONSES_PROBES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "server_fields.md"
 CHAT, VLLM, COMPLETIONS, GENERATE = "/v1/chat/completions", "vllm", "/v1/completions", "/generate"
 SECTIONS = {"## `POST /v1/chat/completions`": CHAT, "## vLLM's and leapgen's fields": VLLM,
-            "## `POST /v1/completions`": COMPLETIONS, "## `POST /generate`": GENERATE}
+            "## `POST /v1/completions`": COMPLETIONS, "## `POST /v1/responses`": RESPONSES,
+            "## `POST /generate`": GENERATE}
 
 SDK_CHAT = set(chat_params.CompletionCreateParamsBase.__annotations__) | {"stream"}
 SDK_COMPLETIONS = set(completion_params.CompletionCreateParamsBase.__annotations__) | {"stream"}
@@ -120,6 +123,8 @@ class Client:
 def text_of(r: Any) -> str:
     if isinstance(r, dict):
         return r["text"]
+    if hasattr(r, "output_text"):
+        return r.output_text
     choice = r.choices[0]
     return choice.message.content if hasattr(choice, "message") else choice.text
 
@@ -343,6 +348,8 @@ GENERATE_PROBES.update({f"sampling_params.{name}": (_sgl({name: value}), None) f
 
 
 def probes_of(endpoint: str) -> dict[str, tuple[dict, Any]]:
+    if endpoint == RESPONSES:
+        return RESPONSES_PROBES
     return GENERATE_PROBES if endpoint == GENERATE else openai_probes(endpoint)
 
 
@@ -352,12 +359,14 @@ def fields_of(endpoint: str, table: dict) -> set[str]:
         return SDK_CHAT | ISSUE_VLLM | set(table[CHAT]) | set(table[VLLM])
     if endpoint == COMPLETIONS:
         return SDK_COMPLETIONS | ISSUE_VLLM | set(table[COMPLETIONS]) | set(table[VLLM])
+    if endpoint == RESPONSES:
+        return SDK_RESPONSES | NESTED | set(table[RESPONSES])
     return ISSUE_GENERATE | set(table[GENERATE])
 
 
 def status_of(table: dict, endpoint: str, field: str) -> tuple[str, str]:
     """(status, notes) of a field's row (chat and completions share the vLLM table)."""
-    for section in ((endpoint, VLLM) if endpoint != GENERATE else (endpoint,)):
+    for section in ((endpoint, VLLM) if endpoint in (CHAT, COMPLETIONS) else (endpoint,)):
         if field in table.get(section, {}):
             return table[section][field]
     raise KeyError(f"{endpoint}: {field} has no row in {DOCS.name}")
@@ -365,7 +374,7 @@ def status_of(table: dict, endpoint: str, field: str) -> tuple[str, str]:
 
 def test_every_field_has_a_row_and_a_probe():
     table = docs_table()
-    for endpoint in (CHAT, COMPLETIONS, GENERATE):
+    for endpoint in (CHAT, COMPLETIONS, RESPONSES, GENERATE):
         for field in sorted(fields_of(endpoint, table)):
             status, _ = status_of(table, endpoint, field)
             assert status in ("honoured", "informational", "default only", "refused"), (field, status)
@@ -385,6 +394,8 @@ def _send(c: Client, endpoint: str, body: dict, **more) -> Any:
             body["sampling_params"] = {**body.get("sampling_params", {}), **sampling}
         body = {k: v for k, v in {**body, **more}.items() if v is not None}
         return c.generate(**body)
+    if endpoint == RESPONSES:
+        return send_responses(c.client, **{k: v for k, v in {**body, **more}.items() if v is not None})
     return (c.chat if endpoint == CHAT else c.completion)(**{**body, **more})
 
 
@@ -453,7 +464,7 @@ def _probe(c: Client, server, endpoint: str, field: str, status: str, notes: str
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("endpoint", [CHAT, COMPLETIONS, GENERATE])
+@pytest.mark.parametrize("endpoint", [CHAT, COMPLETIONS, RESPONSES, GENERATE])
 def test_every_field_is_honoured_or_refused_by_name(server, client, endpoint):
     table = docs_table()
     c = Client(server[0], client)

@@ -91,3 +91,61 @@ def test_completions_prompts_and_sglang_batches():
     with pytest.raises(RequestRefused) as err:
         GenerateRequest.model_validate({"text": "a", "sampling_params": {"ignore_eos": True}}).params_per_prompt(1)
     assert err.value.param == "sampling_params.ignore_eos"
+
+
+def _responses(**body):
+    from leapgen.server.protocol_responses import ResponsesRequest
+
+    return ResponsesRequest.model_validate({"input": "hi", **body})
+
+
+def test_responses_text_format_maps_to_the_chat_grammars():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    params, field = _responses(text={"format": {"type": "json_schema", "name": "a", "schema": schema}}
+                               ).to_sampling_params(16)
+    assert (params.json_schema, params.json_strict, field) == (schema, True, "text.format.schema")
+    loose, _ = _responses(text={"format": {"type": "json_schema", "schema": schema, "strict": False}}
+                          ).to_sampling_params(16)
+    assert loose.json_strict is False
+    params, field = _responses(text={"format": {"type": "json_object"}}).to_sampling_params(16)
+    assert params.json_object and field == "text.format"
+    params, field = _responses(text={"format": {"type": "text"}}).to_sampling_params(16)
+    assert not params.constrained and field is None
+    # The Responses defaults are OpenAI's: temperature 1, top_p 1, the server's max tokens.
+    assert (params.temperature, params.top_p, params.max_tokens) == (1.0, 1.0, 16)
+    for fmt, param in (({"type": "json_schema"}, "text.format.schema"),
+                       ({"type": "text", "strict": True}, "text.format.strict"),
+                       ({"type": "json_object", "name": "x"}, "text.format.name")):
+        with pytest.raises(RequestRefused) as err:
+            _responses(text={"format": fmt}).to_sampling_params(16)
+        assert err.value.param == param
+
+
+def test_responses_input_becomes_chat_messages():
+    items = [{"role": "developer", "content": [{"type": "input_text", "text": "a"},
+                                               {"type": "input_text", "text": "b"}]},
+             {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+              "content": [{"type": "output_text", "text": "c", "annotations": []}]}]
+    assert _responses(input=items, instructions="sys").messages() == [
+        {"role": "system", "content": "sys"}, {"role": "developer", "content": "ab"},
+        {"role": "assistant", "content": "c"}]
+    assert _responses().messages() == [{"role": "user", "content": "hi"}]
+    for value, param in (([], "input"), ([{"type": "reasoning", "summary": []}], "input[0]"),
+                         ([{"role": "user"}], "input[0].content"),
+                         ([{"role": "user", "content": [{"type": "input_text", "text": "x", "cache": 1}]}],
+                          "input[0].content[0].cache")):
+        with pytest.raises(RequestRefused) as err:
+            _responses(input=value).messages()
+        assert err.value.param == param, value
+
+
+def test_responses_logprobs_need_their_include():
+    assert _responses().num_logprobs() is None
+    assert _responses(include=["message.output_text.logprobs"], top_logprobs=3).num_logprobs() == 3
+    for body, param in (({"top_logprobs": 2}, "top_logprobs"), ({"include": ["reasoning.encrypted_content"]},
+                                                                  "include[0]")):
+        with pytest.raises(RequestRefused) as err:
+            _responses(**body).num_logprobs()
+        assert err.value.param == param
+    with pytest.raises(ValidationError):
+        _responses(top_logprobs=21)
