@@ -131,6 +131,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             return _error(f"{args.json_schema} is not valid JSON: {exc}", EXIT_USAGE)
         except RecursionError:
             return _error(f"{args.json_schema}: the JSON nests too deeply to parse", EXIT_USAGE)
+    if args.max_tokens < 1:  # (the engine's max_tokens=0 prefills only: nothing to print)
+        return _error(f"--max-tokens (max_tokens) must be >= 1, got {args.max_tokens}", EXIT_USAGE)
     try:
         params = SamplingParams(
             max_tokens=args.max_tokens,
