@@ -162,3 +162,19 @@ def test_sglangs_own_runtime_endpoint_runs_against_the_server(server):
     assert got["meta"]["finish_reason"]["type"] == "stop"
     assert got["color"] in ("red", "blue", "green") and got["bright"] in ("yes", "no", "maybe not")
     assert len(got["logprobs"]) == 3 and all(lp < 0 for lp in got["logprobs"])
+
+
+def test_a_stream_carries_the_prompt_entries_on_its_last_line(server):
+    body = {"text": "Two plus two is four.", "sampling_params": {"max_new_tokens": 3, "temperature": 0},
+            "return_logprob": True, "logprob_start_len": 1, "stream": True}
+    with httpx.stream("POST", server[0] + "/generate", json=body, timeout=60) as r:
+        lines = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+    plain = httpx.post(server[0] + "/generate", json={**body, "stream": False}, timeout=60).json()
+    assert lines[-1]["text"] == plain["text"] and lines[-1]["meta_info"]["finish_reason"] is not None
+    assert lines[-1]["meta_info"]["input_token_logprobs"] == plain["meta_info"]["input_token_logprobs"]
+    assert len(plain["meta_info"]["input_token_logprobs"]) == plain["meta_info"]["prompt_tokens"] - 1
+    prefill = dict(body, sampling_params={"max_new_tokens": 0})
+    with httpx.stream("POST", server[0] + "/generate", json=prefill, timeout=60) as r:
+        last = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")][-1]
+    assert last["text"] == "" and last["meta_info"]["completion_tokens"] == 0
+    assert len(last["meta_info"]["input_token_logprobs"]) == last["meta_info"]["prompt_tokens"] - 1
