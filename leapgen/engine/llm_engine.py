@@ -239,8 +239,8 @@ class LLM:
         prompt_ids = build_prompt_ids(self.tokenizer, prompt, chat=chat)
         check_prompt_fits(prompt_ids, params.max_tokens, vocab_size, self.max_context_tokens)
         if params.prompt_logprobs is not None and params.prompt_logprobs_start >= len(prompt_ids):
-            raise ValueError(f"prompt_logprobs_start ({params.prompt_logprobs_start}) must be less than the "
-                             f"prompt's length ({len(prompt_ids)} tokens)")
+            raise ValueError(f"prompt_logprobs_start (SGLang's logprob_start_len) {params.prompt_logprobs_start} "
+                             f"must be less than the prompt's length ({len(prompt_ids)} tokens)")
         future = self.grammar.compile_async(params) if params.constrained else None
         requests = make_samples(prompt if isinstance(prompt, str) else "", prompt_ids, params, stop_ids, future,
                                 self._ids)

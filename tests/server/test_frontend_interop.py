@@ -140,7 +140,7 @@ def test_logprob_start_len_default_and_bounds(server):
         r = post(**body)
         assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
     r = post(return_logprob=True, logprob_start_len=len(ids))
-    assert r.status_code == 400 and "prompt_logprobs_start" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "logprob_start_len" in r.json()["error"]["message"], r.text
 
 
 def test_get_model_info(server):
