@@ -443,10 +443,11 @@ class CompletionRequest(_SamplingRequest):
         ------
         RequestRefused
             An empty batch or an empty token list; ``echo`` with ``logprobs``
-            (prompt log-probabilities are not computed).
+            (prompt log-probabilities are served on ``/generate`` only).
         """
         if self.echo and self.logprobs is not None:
-            raise not_supported("echo", "with logprobs: prompt log-probabilities are not computed")
+            raise not_supported("echo", "with logprobs: prompt log-probabilities are served on /generate only "
+                                "(logprob_start_len)")
         prompt = self.prompt
         if isinstance(prompt, str):
             return [prompt]
