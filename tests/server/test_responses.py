@@ -130,6 +130,8 @@ def test_the_stream_helper_parses_too(client):
     ({"input": [{"role": "user", "content": "hi", "colour": 1}]}, "input[0].colour"),
     ({"previous_response_id": "resp_1"}, "previous_response_id"),
     ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nope"}}}}, "text.format.schema"),
+    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nope"}}}, "stream": True},
+     "text.format.schema"),
     ({"max_output_tokens": "8"}, "max_output_tokens"),
     ({"include": ["file_search_call.results"]}, "include[0]"),
 ])
