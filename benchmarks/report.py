@@ -13,7 +13,7 @@ from importlib import metadata
 
 import numpy as np
 
-GROUPS = ("regex", "schema", "jsb", "cfg", "choice")
+GROUPS = ("regex", "schema", "jsb", "cfg", "gbnf", "choice")
 
 
 def machine() -> str:
@@ -134,7 +134,7 @@ def render(results: dict, grammars: list, title: str) -> str:
         rows.append(cells)
     parts += ["### TBM by workload group (mean / p99 µs)", "", _table(["backend", *present], rows), ""]
 
-    for group, title in (("cfg", "Context-free grammars"), ("choice", "Choice (vLLM's choice)")):
+    for group, title in (("cfg", "Context-free grammars"), ("gbnf", "GBNF corpora"), ("choice", "Choice (vLLM's choice)")):
         parts += _per_grammar(results, grammars, all_steps, group, title)
 
     if "leapgen" in all_steps:

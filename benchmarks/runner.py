@@ -43,9 +43,11 @@ class Job:
     strict : bool
         ``strict_mode`` for JSON Schemas.
     backend_options : dict
+    done : set of int
+        Grammars with a result already (from an earlier worker of this job,
+        or from the progress log of a resumed run): not run again.
     failed : set of int
-        Grammars that failed in an earlier worker of this job (the parent
-        fills it before it forks a replacement).
+        The grammars of ``done`` that failed.
     """
 
     backend: str
@@ -56,6 +58,7 @@ class Job:
     hf_tokenizer: object
     strict: bool = True
     backend_options: dict = field(default_factory=dict)
+    done: set = field(default_factory=set)
     failed: set = field(default_factory=set)
 
 
@@ -204,12 +207,33 @@ def leapgen_new_state_batch(job: Job, grammars, token_lists, size: int = 64, tri
     return {label: statistics.median(v) for label, v in samples.items()}
 
 
-def worker_main(job: Job, start: int, conn) -> None:
-    """Run ``job`` from grammar ``start`` on; report through ``conn``.
+class GcPauses:
+    """The collector's pauses (``gc.callbacks``), each tagged with what ran:
+    ``"walk"`` (the timed mask steps of :func:`walk`) or ``"other"``."""
+
+    def __init__(self):
+        self.phase = "other"
+        self.pauses: list[tuple[float, int, str]] = []  # (ms, generation, phase)
+        self._start = 0.0
+
+    def __call__(self, event: str, info: dict) -> None:
+        if event == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses.append(((time.perf_counter() - self._start) * 1e3, info["generation"], self.phase))
+
+
+def worker_main(job: Job, conn) -> None:
+    """Run ``job``'s grammars not in ``job.done``; report through ``conn``.
 
     Messages: ``("init", dict)``, ``("begin", g)``, ``("compiled", g)``,
-    ``("grammar", g, dict)``, ``("batch", dict)``, ``("done", dict)``.
+    ``("grammar", g, dict)``, ``("batch", dict)``, ``("done", dict)``. A
+    grammar's dict holds :func:`walk`'s result, ``ttfm_ms``, the collector's
+    pauses over 1 ms during its walk (``gc_ms``) and, for leapgen, whether
+    the grammar compiled to one DFA (``regular``).
     """
+    import gc
+
     from leapgen.backends import get_backend
     from leapgen.errors import GrammarError
 
@@ -222,8 +246,12 @@ def worker_main(job: Job, start: int, conn) -> None:
     record_states = job.backend == "leapgen"
     for grammar, token_lists in job.warmup:
         walk(backend, compile_grammar(backend, grammar, job.strict), token_lists, stop_id, record_states=False)
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
     handles = []  # (compiled, token ids) of the fixed grammars, for the batch fill
-    for g in range(start, len(job.grammars)):
+    for g in range(len(job.grammars)):
+        if g in job.done:
+            continue
         grammar = job.grammars[g]
         conn.send(("begin", g))
         bitmask = backend.allocate_bitmask(1)
@@ -242,17 +270,29 @@ def worker_main(job: Job, start: int, conn) -> None:
         if ttfm_ms > COMPILE_LIMIT_S * 1e3:
             conn.send(("grammar", g, {"error": f"timeout: compiled in {ttfm_ms / 1e3:.1f} s", "ttfm_ms": ttfm_ms}))
             continue
+        first_pause = len(pauses.pauses)
+        pauses.phase = "walk"
         result = walk(backend, compiled, job.tokens[g], stop_id, record_states=record_states)
+        pauses.phase = "other"
         result["ttfm_ms"] = ttfm_ms
+        result["gc_ms"] = [round(ms, 2) for ms, _, _ in pauses.pauses[first_pause:] if ms > 1.0]
+        if record_states:
+            result["regular"] = bool(compiled.is_regular)
         conn.send(("grammar", g, result))
         if grammar.group in ("regex", "schema"):
             handles += [(compiled, ids) for ids, r in zip(job.tokens[g], result["rejected"]) if r is None]
-    for g in range(start):  # an earlier worker walked these; recompile the fixed ones that worked
+    for g in sorted(job.done):  # walked before (another worker, an earlier run): recompile the fixed ones that worked
         if job.grammars[g].group in ("regex", "schema") and g not in job.failed:
             compiled = compile_grammar(backend, job.grammars[g], job.strict)
             handles += [(compiled, ids) for ids in job.tokens[g]]
+    gc.callbacks.remove(pauses)
     conn.send(("batch", batch_fill(backend, handles)))
     if record_states:
         fixed = [(g, t) for g, t in zip(job.grammars, job.tokens) if g.group in ("regex", "schema")]
         conn.send(("batch_new", leapgen_new_state_batch(job, [g for g, _ in fixed], [t for _, t in fixed])))
-    conn.send(("done", {"rss_peak_mib": _rss_mib("VmHWM"), "pid": os.getpid()}))
+    walk_pauses = [ms for ms, _, phase in pauses.pauses if phase == "walk"]
+    conn.send(("done", {"rss_peak_mib": _rss_mib("VmHWM"), "pid": os.getpid(),
+                        "gc": {"collections": len(pauses.pauses), "walk_collections": len(walk_pauses),
+                               "over_10ms": sum(ms > 10 for ms, _, _ in pauses.pauses),
+                               "walk_over_10ms": sum(ms > 10 for ms in walk_pauses),
+                               "total_ms": sum(ms for ms, _, _ in pauses.pauses)}}))

@@ -5,12 +5,17 @@ Three groups (``Grammar.group``):
 - ``regex`` / ``schema``: a fixed set of regexes and JSON Schemas with
   instances, written in the dialect every engine shares (no lookaround, no
   ``\\d``/``\\w``/``.``, whose meaning differs between ECMAScript and Rust).
-- ``jsb``: a deterministic sample of JSONSchemaBench (the MaskBench valid
-  instances), read from ``../shared/corpora/jsonschemabench``.
+- ``jsb``: JSONSchemaBench (the MaskBench valid instances), read from
+  ``../shared/corpora/jsonschemabench``: a deterministic sample, or every
+  schema (``n=None``), each in one half of a fixed split (:func:`split_half`).
 - ``cfg``: the builtin JSON grammar, a recursive JSON Schema and a recursive
   EBNF grammar.
 - ``choice``: vLLM's ``choice`` with 10,000 strings (not in the default
   groups: ``--groups choice``).
+- ``gbnf``: the GBNF corpora of ``../shared/corpora``: outlines' Lark
+  grammars as GBNF (``tests/grammars``) with outlines' sample documents, and
+  the nine llama.cpp grammars of llguidance's corpus with the strings the
+  tests wrote for them (``tests/cfg/test_ebnf_corpus.py``).
 
 Instances are texts; JSON ones are compact (``separators=(",", ":")``), the
 layout every backend compiles schemas to here.
@@ -18,12 +23,15 @@ layout every backend compiles schemas to here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
-JSB_ROOT = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "jsonschemabench"
+CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+JSB_ROOT = CORPORA / "jsonschemabench"
+GRAMMARS_DIR = Path(__file__).resolve().parents[1] / "tests" / "grammars"
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,7 @@ class Grammar:
     ----------
     name : str
     group : str
-        ``regex``, ``schema``, ``jsb``, ``cfg`` or ``choice``.
+        ``regex``, ``schema``, ``jsb``, ``cfg``, ``gbnf`` or ``choice``.
     kind : str
         ``regex``, ``json_schema``, ``ebnf``, ``builtin_json`` or ``choice``.
     source : str
@@ -42,6 +50,8 @@ class Grammar:
         the JSON list of choices.
     instances : tuple of str
         Valid texts to walk.
+    half : str
+        JSONSchemaBench schemas: ``"tune"`` or ``"holdout"`` (:func:`split_half`); ``""`` for the others.
     """
 
     name: str
@@ -49,6 +59,23 @@ class Grammar:
     kind: str
     source: str
     instances: tuple[str, ...]
+    half: str = ""
+
+
+#: The two halves of the JSONSchemaBench split (:func:`split_half`).
+HALVES = ("tune", "holdout")
+
+
+def split_half(schema_text: str) -> str:
+    """The half of the fixed JSONSchemaBench split a schema belongs to.
+
+    ``"tune"`` when the first byte of the SHA-256 of the schema file's text
+    (UTF-8) is even, else ``"holdout"``: deterministic, independent of the
+    sample, the subset and the file name (a schema that occurs twice lands in
+    one half). Speed work is tuned on ``tune`` only; ``holdout`` stands in for
+    schemas nobody looked at, and every table reports the halves separately.
+    """
+    return HALVES[hashlib.sha256(schema_text.encode("utf-8")).digest()[0] & 1]
 
 
 def compact(value) -> str:
@@ -216,46 +243,88 @@ def choice_grammars(n: int = 10_000) -> list[Grammar]:
                     tuple(random.Random(1).sample(phrases, 20)))]
 
 
-def jsonschemabench_grammars(n: int, *, seed: int = 0, subsets: list[str] | None = None,
-                             max_instances: int = 3, root: Path = JSB_ROOT) -> list[Grammar]:
-    """A deterministic sample of JSONSchemaBench schemas with valid instances.
+#: outlines' sample folders per grammar of ``tests/grammars`` (``cfg_samples/<folder>``).
+_OUTLINES_SAMPLES = {"arithmetic": "arithmetic", "csv": "csv", "json": "json", "lark": "lark",
+                     "sql_select": "sql_select"}
+
+
+def gbnf_grammars(root: Path = CORPORA) -> list[Grammar]:
+    """The GBNF corpora (group ``gbnf``); empty where ``../shared/corpora`` is missing."""
+    samples = root / "outlines" / "pr587" / "tests" / "benchmark" / "cfg_samples"
+    llama = root / "llguidance" / "sample_parser" / "data" / "from-llama.cpp"
+    out = []
+    if samples.is_dir():
+        for name, folder in _OUTLINES_SAMPLES.items():
+            texts = tuple(p.read_text("utf-8") for p in sorted((samples / folder).glob("*.test")))
+            out.append(Grammar(f"gbnf/outlines/{name}", "gbnf", "ebnf", (GRAMMARS_DIR / f"{name}.gbnf").read_text("utf-8"),
+                               texts))
+    if llama.is_dir():
+        from cfg.test_ebnf_corpus import LLAMA_CPP_CASES  # the strings written for these grammars
+
+        for name, (good, _) in sorted(LLAMA_CPP_CASES.items()):
+            texts = tuple(good)
+            if name == "json":
+                texts += ((root / "llguidance" / "sample_parser" / "data" / "blog.sample.json").read_text("utf-8"),)
+            out.append(Grammar(f"gbnf/llama.cpp/{name}", "gbnf", "ebnf", (llama / f"{name}.gbnf").read_text("utf-8"),
+                               texts))
+    return out
+
+
+def jsonschemabench_grammars(n: int | None, *, seed: int = 0, subsets: list[str] | None = None,
+                             max_instances: int = 3, root: Path = JSB_ROOT, half: str | None = None) -> list[Grammar]:
+    """JSONSchemaBench schemas with valid instances: a deterministic sample, or all of them.
 
     Parameters
     ----------
-    n : int
-        Schemas wanted (fewer if the chosen subsets hold fewer).
+    n : int or None
+        Schemas wanted, sampled among those with a valid instance (fewer if
+        the chosen subsets hold fewer); None: every schema of the chosen
+        subsets and half, those without a valid instance too (compiled, not
+        walked).
     seed : int, default 0
-        Sampling seed: the same (n, seed, subsets) gives the same sample.
+        Sampling seed: the same (n, seed, subsets, half) gives the same sample.
     subsets : list of str, optional
         Subset names (``Github_easy``, ``Kubernetes``...); default all ten.
     max_instances : int, default 3
         Valid instances kept per schema (the first ones listed).
     root : Path
         The corpus folder.
+    half : str, optional
+        ``"tune"`` or ``"holdout"`` (:func:`split_half`): only that half; default both.
 
     Returns
     -------
     list of Grammar
-        Group ``jsb``, named ``jsb/<Subset>/<file>``; empty when the corpus is missing.
+        Group ``jsb``, named ``jsb/<Subset>/<file>``, in name order; empty when the corpus is missing.
     """
     tests_dir = root / "tests"
-    if not tests_dir.is_dir() or n <= 0:
+    if not tests_dir.is_dir() or (n is not None and n <= 0):
         return []
+    if half is not None and half not in HALVES:
+        raise ValueError(f"half must be one of {HALVES}, got {half!r}")
     names = subsets or sorted(p.stem for p in tests_dir.glob("*.jsonl"))
     candidates = []
     for subset in sorted(names):
         path = tests_dir / f"{subset}.jsonl"
         if not path.is_file():
             raise ValueError(f"no JSONSchemaBench subset {subset!r} under {tests_dir}")
+        listed = set()
         for line in filter(None, path.read_text("utf-8").split("\n")):  # not splitlines: U+2028 in strings
             record = json.loads(line)
             valid = [t["data"] for t in record["tests"] if t["valid"]]
-            if valid:
+            listed.add(record["schema_file"])
+            if valid or n is None:
                 candidates.append((subset, record["schema_file"], valid[:max_instances]))
-    chosen = random.Random(seed).sample(candidates, min(n, len(candidates)))
+        if n is None:  # schemas without a tests record: compiled only
+            candidates += [(subset, f"schemas/{subset}/{p.name}", []) for p in sorted((root / "schemas" / subset).glob("*.json"))
+                           if f"schemas/{subset}/{p.name}" not in listed]
+    texts = {c[1]: (root / c[1]).read_text("utf-8") for c in candidates}
+    if half is not None:
+        candidates = [c for c in candidates if split_half(texts[c[1]]) == half]
+    chosen = candidates if n is None else random.Random(seed).sample(candidates, min(n, len(candidates)))
     out = []
     for subset, schema_file, valid in sorted(chosen, key=lambda c: c[1]):
-        text = (root / schema_file).read_text("utf-8")
+        text = texts[schema_file]
         out.append(Grammar(f"jsb/{subset}/{Path(schema_file).stem}", "jsb", "json_schema", text,
-                           tuple(compact(v) for v in valid)))
+                           tuple(compact(v) for v in valid), split_half(text)))
     return out
