@@ -239,9 +239,7 @@ class RegularGrammar(CompiledGrammar):
         return self._accepting_list[state]
 
     def _allowed_bits(self, state: int) -> np.ndarray:
-        words, _ = self.token_index.token_sets(self.trans_flat, state, self._all_live, self._slice_memo,
-                                               self._slices)
-        return words
+        return self.token_index.token_row(self.trans_flat, state, self._all_live, self._slice_memo, self._slices)
 
     def prepare_free_text(self, limit: int) -> None:
         wide = np.flatnonzero((self.dfa.trans >= 0).sum(axis=1) >= WIDE_STATE_BYTES)

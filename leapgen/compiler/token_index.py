@@ -92,6 +92,8 @@ class TokenIndex:
                 self.token_slices = build_slices(mat, lens, order, self._row_ids, self.bitmask_words)
             self._char_dfas = pack_char_dfas(self.token_slices)
             self.default_slices = SliceSet(tuple(self.token_slices), self._char_dfas)
+            self._no_words = self.empty_words()
+            self._no_words.flags.writeable = False
             self._warm_up()
         else:
             self.default_slices = SliceSet((), ())
@@ -108,6 +110,7 @@ class TokenIndex:
         loop = np.zeros(256, np.int32)  # every byte leads back to state 0
         live = np.ones(1, np.int8)
         self.token_sets(loop, 0, live)
+        self.token_row(loop, 0, live)
         one = self.empty_words()
         one[self._row_ids[0] >> 5] = np.uint32(1) << np.uint32(self._row_ids[0] & 31)
         self.lazy_token_walk(0, lambda state, byte: None, one)
@@ -163,6 +166,11 @@ class TokenIndex:
     def empty_words(self) -> np.ndarray:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""
         return np.zeros(self.bitmask_words, np.uint32)
+
+    def any_bits(self, words: np.ndarray) -> bool:
+        """Whether uint32 bitset ``words`` has a bit set (a kernel where numba is: ``ndarray.any``
+        costs ~4 µs on a 128k-token bitset)."""
+        return bool(pda_kernels.bitset_any(words)) if self.use_trie else bool(words.any())
 
     def token_sets(self, trans_flat: np.ndarray, state: int, state_class: np.ndarray,
                    slice_memo: np.ndarray | None = None,
@@ -220,6 +228,26 @@ class TokenIndex:
             np.bitwise_or.at(words, chosen >> 5, (np.uint32(1) << (chosen & 31).astype(np.uint32)))
         return a, b
 
+    def token_row(self, trans_flat: np.ndarray, state: int, live: np.ndarray,
+                  slice_memo: np.ndarray | None = None, slices: SliceSet | None = None) -> np.ndarray:
+        """The tokens whose walk from ``state`` stays alive: :meth:`token_sets`'s first set for
+        a ``live`` (int8, all ones) state class, in one kernel call. A fresh bitset.
+
+        Parameters as :meth:`token_sets` (``slice_memo`` mutated).
+        """
+        if not self.use_trie:
+            return self.token_sets(trans_flat, state, live, slice_memo, slices)[0]
+        trie, ids, init = self._trie, self._row_ids, None
+        slices = slices or self.default_slices
+        memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
+        i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
+        if i >= 0:
+            init, sliced, sliced_ids = slices.slices[i].split(k)
+            if sliced is not None:
+                trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
+        return trie_kernels.row_walk(trans_flat, state, live, self._no_words if init is None else init,
+                                     init is not None, *trie, ids)
+
     def frame_sets(self, automaton: tuple, state: int, live: np.ndarray, slice_memo: np.ndarray | None = None,
                    slices: SliceSet | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
@@ -265,7 +293,7 @@ class TokenIndex:
             if sliced is not None:
                 trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes, *trie, ids, certain, uncertain)
-        if not uncertain.any():
+        if not self.any_bits(uncertain):
             return certain, uncertain, 0
         # refine: follow calls through the callees, with the stack below the frame unknown
         pos = self.candidate_positions(uncertain)

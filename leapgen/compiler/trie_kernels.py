@@ -237,3 +237,16 @@ def lazy_trie_walk(rows, stack_node, stack_state, n_stack, child_start, child_en
             stack_state[top] = nxt
             top += 1
     return blocked_node[:n_blocked], blocked_state[:n_blocked], need_state[:n_need], need_byte[:n_need]
+
+
+@njit
+def row_walk(trans_flat, start, state_class, init_words, has_init, child_start, child_end, child_byte, child_node,
+             node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids):
+    """A fresh uint32 bitset: ``init_words`` (where ``has_init``: a token slice's bits) plus the
+    tokens :func:`trie_walk` finds ending in a class-1 state (a regular grammar's row, in one call)."""
+    words = np.zeros(init_words.shape[0], np.uint32)
+    if has_init:
+        words[:] = init_words
+    trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte, child_node, node_tok_start,
+              node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids, words, words)
+    return words
