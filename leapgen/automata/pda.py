@@ -2,9 +2,12 @@
 
 Each recursive rule of a context-free grammar is compiled to a DFA over bytes
 plus *call symbols* (``256 + callee``). A parse configuration is a set of
-stacks of frames ``(rule, state)``; stacks are persistent linked lists, so
-configurations share structure and hash in O(1) (the design of xgrammar's
-persistent stack, Dong et al., 2024, "XGrammar", section 3.3).
+stacks of frames, each frame a *global state* (the rule's state offset by
+:attr:`Pda.state_base`); stacks are interned as ints in the grammar's
+:class:`~leapgen.automata.pda_stacks.StackStore`, so they share their tails
+(xgrammar's persistent stack, Dong et al., 2024, "XGrammar", section 3.3),
+and a configuration is a sorted tuple of stack ids: hashable, and nothing
+the garbage collector tracks.
 
 - expand: from each stack, follow call edges (push) and finished rules (pop)
   without consuming bytes, keeping the frames that can consume a byte;
@@ -26,11 +29,12 @@ arrays hold every rule over global state ids for them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from leapgen.automata.dfa import Dfa, compile_dfa, minimize
+from leapgen.automata.pda_stacks import EMPTY, StackStore
 from leapgen.automata.trim_kernel import useful_states
 from leapgen.errors import GrammarError
 from leapgen.grammar import ir
@@ -38,50 +42,19 @@ from leapgen.grammar import ir
 DEFAULT_MAX_STACK_DEPTH = 4096
 
 
-class Stack:
-    """An immutable stack of frames; ``parent`` is the stack below the top frame."""
-
-    __slots__ = ("rule", "state", "parent", "depth", "_hash")
-
-    def __init__(self, rule: int, state: int, parent: "Stack | None"):
-        self.rule = rule
-        self.state = state
-        self.parent = parent
-        self.depth = 1 if parent is None else parent.depth + 1
-        self._hash = hash((rule, state, 0 if parent is None else parent._hash))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other) -> bool:
-        a, b = self, other
-        while a is not b:
-            if (a is None or b is None or a._hash != b._hash or a.rule != b.rule or a.state != b.state):
-                return False
-            a, b = a.parent, b.parent
-        return True
-
-    def __repr__(self) -> str:
-        frames = []
-        s = self
-        while s is not None and len(frames) < 8:
-            frames.append(f"{s.rule}:{s.state}")
-            s = s.parent
-        return "Stack(" + " < ".join(frames) + (" ..." if s is not None else "") + ")"
+#: A configuration: the sorted ids (:class:`StackStore`) of its stacks.
+Config = tuple
 
 
-Config = frozenset  # of Stack
-
-
-@dataclass(frozen=True, slots=True)
-class Expansion:
-    """What a configuration can do next without consuming a byte.
+class Expansion(NamedTuple):
+    """What a configuration can do next without consuming a byte (a plain
+    ``(frames, complete)`` tuple where the runtime caches it).
 
     Attributes
     ----------
-    frames : tuple of Stack
-        Stacks whose top frame has a byte edge (:meth:`Pda.next_bytes`: the
-        bytes they can consume).
+    frames : tuple of int
+        Ids of the stacks whose top frame has a byte edge (:meth:`Pda.next_bytes`:
+        the bytes they can consume).
     complete : bool
         The whole input may end here (root rule finished, empty stack below).
     """
@@ -101,6 +74,12 @@ class Pda:
         Limit on each rule's automaton states.
     max_stack_depth : int
         Deepest stack kept (see module docstring).
+
+    Attributes
+    ----------
+    stacks : StackStore
+        The parse stacks met so far (the run-time part: grown by
+        :meth:`expand` and :meth:`step`, shared by every matcher).
 
     Raises
     ------
@@ -140,7 +119,16 @@ class Pda:
         # exit states: accepting, with no byte and no call edge (a frame there can only pop)
         self.is_exit = [[acc and not nb and not cl for acc, nb, cl in zip(a, h, c)]
                         for a, h, c in zip(self.accepting, self.has_bytes, self.calls)]
-        self.start_config: Config = frozenset((Stack(0, self.dfas[0].start, None),))
+        # the run-time tables, per global state
+        self._has_bytes_g = [x for rows in self.has_bytes for x in rows]
+        self._accepting_g = [x for rows in self.accepting for x in rows]
+        self._calls_g = [tuple((base[callee] + self.dfas[callee].start, base[r] + ret, self.is_exit[r][ret])
+                               for callee, ret in calls) for r, rows in enumerate(self.calls) for calls in rows]
+        #: Per global state: a frame there can neither call nor return, so its expansion is itself (plain
+        #: bytes: :meth:`walk_plain`).
+        self.plain_g = [not c and not a for c, a in zip(self._calls_g, self._accepting_g)]
+        self.stacks = StackStore()
+        self.start_config: Config = (self.stacks.push(base[0] + self.dfas[0].start, EMPTY),)
         self._pack_calls()
 
     def _pack_calls(self) -> None:
@@ -206,8 +194,9 @@ class Pda:
         """
         n = len(self.dfas)
         first, sites = [], [set() for _ in range(n)]
+        base, push = self._base, self.stacks.push
         for r, d in enumerate(self.dfas):
-            exp = self.expand(frozenset((Stack(r, d.start, None),)))
+            exp = self.expand((push(base[r] + d.start, EMPTY),))
             first.append(self.next_bytes(exp) if not exp.complete else np.ones(256, np.bool_))
             for calls in self.calls[r]:
                 for callee, ret in calls:
@@ -218,7 +207,7 @@ class Pda:
         for r in range(n):
             for caller, ret in sites[r]:
                 if (caller, ret) not in after:
-                    after[caller, ret] = self.expand(frozenset((Stack(caller, ret, None),)))
+                    after[caller, ret] = self.expand((push(base[caller] + ret, EMPTY),))
         follow = [np.zeros(256, np.bool_) for _ in range(n)]
         changed = True
         while changed:
@@ -265,24 +254,25 @@ class Pda:
         depth : numpy.ndarray
             int32 ``(n_stacks,)``: each stack's depth.
         """
-        stacks = list(config)
-        n = len(stacks)
-        width = min(max((s.depth for s in stacks), default=1), max_frames)
-        flat = [s.depth for s in stacks] + [min(s.depth, max_frames) for s in stacks]  # one array built
-        for s in stacks:
-            top = self.top_frames(s, width)
+        n = len(config)
+        depths = [self.stacks.depth[s] for s in config]
+        width = min(max(depths, default=1), max_frames)
+        flat = depths + [min(d, max_frames) for d in depths]  # one array built
+        for s in config:
+            top = self.stacks.frames(s, width)
             flat += top + [0] * (width - len(top))
         arr = np.array(flat, np.int32)
         depth, count = arr[:n], arr[n:2 * n]
         return arr[2 * n:].reshape(n, width), count, depth > count, depth
 
-    def top_frames(self, stack: Stack, n: int) -> list[int]:
+    def top_frames(self, stack: int, n: int) -> list[int]:
         """The global states of the top ``n`` frames of ``stack``, top first (fewer where it is shorter)."""
-        base, out = self._base, []
-        while stack is not None and len(out) < n:
-            out.append(base[stack.rule] + stack.state)
-            stack = stack.parent
-        return out
+        return self.stacks.frames(stack, n)
+
+    def rule_state(self, g: int) -> tuple[int, int]:
+        """The rule and the rule's own state of global state ``g``."""
+        r = int(self.rule_of[g])
+        return r, g - self._base[r]
 
     # -- compile-time analysis -----------------------------------------------------------------
 
@@ -354,10 +344,19 @@ class Pda:
     # -- run time --------------------------------------------------------------------------------
 
     def expand(self, config: Config, max_depth: int | None = None) -> Expansion:
-        """Follow calls and returns from every stack of ``config`` (pure); pushes
-        past ``max_depth`` (default ``max_stack_depth``) are cut."""
+        """Follow calls and returns from every stack of ``config`` (pure in meaning; interns
+        the stacks it meets); pushes past ``max_depth`` (default ``max_stack_depth``) are cut."""
+        return Expansion(*self.expand_tuple(config, max_depth))
+
+    def expand_tuple(self, config: Config, max_depth: int | None = None) -> tuple[tuple, bool]:
+        """:meth:`expand` as a plain ``(frames, complete)`` tuple (what the runtime caches)."""
+        store = self.stacks
+        top, below, depth, push = store.top, store.below, store.depth, store.push
+        if len(config) == 1 and self.plain_g[top[config[0]]]:  # most configurations: one frame that only reads
+            return (config if self._has_bytes_g[top[config[0]]] else ()), False
         limit = self.max_stack_depth if max_depth is None else max_depth
-        seen: set[Stack] = set()
+        has_bytes, accepting, calls = self._has_bytes_g, self._accepting_g, self._calls_g
+        seen: set[int] = set()
         frames = []
         complete = False
         work = list(config)
@@ -366,39 +365,67 @@ class Pda:
             if s in seen:
                 continue
             seen.add(s)
-            r, q = s.rule, s.state
-            if self.has_bytes[r][q]:
+            g = top[s]
+            if has_bytes[g]:
                 frames.append(s)
-            for callee, ret in self.calls[r][q]:
-                if self.is_exit[r][ret]:
-                    # a tail call: the return frame could only pop, so the callee returns to our caller
-                    # (right recursion such as ``items ::= item items?`` keeps a constant depth)
-                    work.append(Stack(callee, self.dfas[callee].start, s.parent))
-                elif s.depth < limit:
-                    work.append(Stack(callee, self.dfas[callee].start, Stack(r, ret, s.parent)))
-            if self.accepting[r][q]:
-                if s.parent is None:
+            edges = calls[g]
+            if edges:
+                b = below[s]
+                for start, ret, tail in edges:
+                    if tail:
+                        # a tail call: the return frame could only pop, so the callee returns to our caller
+                        # (right recursion such as ``items ::= item items?`` keeps a constant depth)
+                        work.append(push(start, b))
+                    elif depth[s] < limit:
+                        work.append(push(start, push(ret, b)))
+            if accepting[g]:
+                b = below[s]
+                if b == EMPTY:
                     complete = True
                 else:
-                    work.append(s.parent)
-        return Expansion(tuple(frames), complete)
+                    work.append(b)
+        frames.sort()
+        return tuple(frames), complete
 
-    def next_bytes(self, expansion: Expansion) -> np.ndarray:
-        """bool ``(256,)``: the bytes some frame of ``expansion`` can consume (a fresh array)."""
+    def walk_plain(self, config: Config, data: bytes, i: int) -> tuple[Config | None, int]:
+        """Consume ``data[i:]`` while ``config`` is one stack whose top frame is plain
+        (:attr:`plain_g`): rule-internal bytes, one table read each, the stack interned once at
+        the end. Returns the configuration (None: rejected) and where it stopped (pure in meaning)."""
+        if len(config) != 1:
+            return config, i
+        store = self.stacks
+        s = config[0]
+        g = store.top[s]
+        plain, trans = self.plain_g, self._trans_view
+        j, n = i, len(data)
+        while j < n and plain[g]:
+            g = trans[(g << 8) | data[j]]
+            if g < 0:
+                return None, j
+            j += 1
+        if j == i:
+            return config, i
+        return (store.push(g, store.below[s]),), j
+
+    def next_bytes(self, expansion: tuple) -> np.ndarray:
+        """bool ``(256,)``: the bytes some frame of ``expansion`` (an :class:`Expansion` or its
+        plain tuple) can consume (a fresh array)."""
         out = np.zeros(256, bool)
-        base = self._base
-        for s in expansion.frames:
-            g = base[s.rule] + s.state
+        top = self.stacks.top
+        for s in expansion[0]:
+            g = top[s]
             out |= self.trans_flat[g << 8:(g + 1) << 8] >= 0
         return out
 
-    def step(self, expansion: Expansion, byte: int) -> Config:
-        """Consume one byte from an expansion; an empty result means rejected."""
+    def step(self, expansion: tuple, byte: int) -> Config:
+        """Consume one byte from an expansion (an :class:`Expansion` or its plain tuple); an
+        empty result means rejected."""
         out = set()
-        trans, base = self._trans_view, self._base
-        for s in expansion.frames:
-            b = base[s.rule]
-            t = trans[((b + s.state) << 8) | byte]
+        trans = self._trans_view
+        store = self.stacks
+        top, below, push = store.top, store.below, store.push
+        for s in expansion[0]:
+            t = trans[(top[s] << 8) | byte]
             if t >= 0:
-                out.add(Stack(s.rule, t - b, s.parent))
-        return frozenset(out)
+                out.add(push(t, below[s]))
+        return tuple(sorted(out))

@@ -65,7 +65,8 @@ MAX_KERNEL_FRAMES = 256
 
 class ContextFreeGrammar(CompiledGrammar):
     """A compiled context-free grammar; matcher states are configurations
-    (frozensets of parse stacks). See :class:`CompiledGrammar`.
+    (sorted tuples of the ids of their parse stacks in ``pda.stacks``). See
+    :class:`CompiledGrammar`.
 
     Attributes
     ----------
@@ -81,10 +82,10 @@ class ContextFreeGrammar(CompiledGrammar):
         self._expansions: dict = {}
         self._steps: dict = {}
         self._frame_tokens: dict[int, FrameSort] = {}
-        self._tops: dict[frozenset, tuple] = {}  # see _sort_tops
+        self._tops: dict[tuple, tuple] = {}  # sorted (global state, near the depth bound) of the top frames -> see _sort_tops
         self._all_sorted = False  # every frame sorted at compile time (sort_all_frames)
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
-        self._walk_reads: dict[frozenset, set[int]] = {}
+        self._walk_reads: dict[tuple, set[int]] = {}
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
         self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat))
@@ -100,10 +101,11 @@ class ContextFreeGrammar(CompiledGrammar):
     def start_state(self) -> Config:
         return self.pda.start_config
 
-    def expansion(self, config: Config):
+    def expansion(self, config: Config) -> tuple[tuple, bool]:
+        """``(frames, complete)`` of :meth:`Pda.expand <leapgen.automata.pda.Pda.expand>` (cached)."""
         got = self._expansions.get(config)
         if got is None:
-            got = self.pda.expand(config)
+            got = self.pda.expand_tuple(config)
             if len(self._expansions) > MAX_CONFIG_CACHE:
                 self._expansions.clear()
             self._expansions[config] = got
@@ -122,25 +124,31 @@ class ContextFreeGrammar(CompiledGrammar):
         return got or None
 
     def walk(self, state: Config, data: bytes) -> Config | None:
-        for b in data:
-            state = self.step(state, b)
+        walk_plain, i, n = self.pda.walk_plain, 0, len(data)
+        while i < n:
+            state, i = walk_plain(state, data, i)  # rule-internal bytes without the step cache
             if state is None:
                 return None
+            if i < n:
+                state = self.step(state, data[i])
+                if state is None:
+                    return None
+                i += 1
         return state
 
     def rejected_for_depth(self, state: Config, data: bytes) -> bool:
         for b in data:
-            state = self.pda.step(self.pda.expand(state, max_depth=1 << 62), b)
+            state = self.pda.step(self.pda.expand_tuple(state, max_depth=1 << 62), b)
             if not state:
                 return False
         return True
 
     def is_accepting(self, state: Config) -> bool:
-        return self.expansion(state).complete
+        return self.expansion(state)[1]
 
     def _forced_byte(self, state: Config) -> int:
         exp = self.expansion(state)
-        if exp.complete:
+        if exp[1]:
             return -1
         live = np.flatnonzero(self.pda.next_bytes(exp))
         if self.token_literals:
@@ -150,7 +158,10 @@ class ContextFreeGrammar(CompiledGrammar):
     def frame_tokens(self, rule: int, state: int) -> FrameSort:
         """The tokens sorted from a top frame (cached, the arrays read-only; see
         :meth:`TokenIndex.frame_sets`)."""
-        g = self._base[rule] + state
+        return self._frame_sort(self._base[rule] + state)
+
+    def _frame_sort(self, g: int) -> FrameSort:
+        """:meth:`frame_tokens` of global state ``g``."""
         got = self._frame_tokens.get(g)
         if got is None:
             got = self._frame_tokens[g] = self._sort_frame(g)
@@ -159,7 +170,7 @@ class ContextFreeGrammar(CompiledGrammar):
     def _sort_frame(self, g: int, own_trie: bool = False) -> FrameSort:
         certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo,
                                                                  self._slices)
-        has_uncertain = bool(uncertain.any())
+        has_uncertain = self.token_index.any_bits(uncertain)
         walk = self.token_index.candidate_walk(uncertain, own_trie) if has_uncertain else None
         return FrameSort(certain, uncertain, pushed, has_uncertain, walk)
 
@@ -188,8 +199,9 @@ class ContextFreeGrammar(CompiledGrammar):
         # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:
         # a token leaving a frame's rule before its first byte is the business of the frames expansion reached.
         limit = self.pda.max_stack_depth
-        tops = frozenset((s.rule, s.state, s.depth + self.frame_tokens(s.rule, s.state).pushed > limit)
-                         for s in self.expansion(state).frames)
+        store = self.pda.stacks
+        top, depth, sort = store.top, store.depth, self._frame_sort
+        tops = tuple(sorted({(top[s], depth[s] + sort(top[s]).pushed > limit) for s in self.expansion(state)[0]}))
         got = self._tops.get(tops)
         if got is None:
             if len(self._tops) > MAX_TOPS_CACHE:
@@ -198,7 +210,7 @@ class ContextFreeGrammar(CompiledGrammar):
         certain, checks = got
         return self._check_uncertain(state, checks, tops, certain) if checks else certain.copy()
 
-    def _sort_tops(self, tops: frozenset) -> tuple[np.ndarray, tuple]:
+    def _sort_tops(self, tops: tuple) -> tuple[np.ndarray, tuple]:
         """The frames' sorts joined (pure): the certain tokens (read-only), and what to
         check on the real stacks: ``(candidates, walk)`` pairs for :meth:`TokenIndex.pushdown_walk`.
 
@@ -208,7 +220,7 @@ class ContextFreeGrammar(CompiledGrammar):
         Near the stack depth bound, a frame's certain tokens are checked too, with all the
         candidates, over the vocabulary's trie (their positions found once here).
         """
-        sorts = [(self.frame_tokens(rule, state), near_limit) for rule, state, near_limit in tops]
+        sorts = [(self._frame_sort(g), near_limit) for g, near_limit in tops]
         if len(sorts) == 1 and not sorts[0][1]:
             f = sorts[0][0]
             return f.certain, ((f.uncertain, f.walk),) if f.has_uncertain else ()
@@ -224,7 +236,7 @@ class ContextFreeGrammar(CompiledGrammar):
             if near_limit:
                 candidates |= f.certain  # a certain token may nest past max_stack_depth here: check it
         candidates &= ~certain
-        if not candidates.any():
+        if not self.token_index.any_bits(candidates):
             return certain, ()
         # one walk of the frames' candidates together (the kernel walks them from the whole configuration
         # either way): over their own trie, built once for these frames, where the grammar's frames were all
@@ -235,7 +247,7 @@ class ContextFreeGrammar(CompiledGrammar):
         candidates.flags.writeable = False  # after the trie kernel: a read-only array is another numba signature
         return certain, ((candidates, walk),)
 
-    def _check_uncertain(self, state: Config, checks: tuple, tops: frozenset, certain: np.ndarray) -> np.ndarray:
+    def _check_uncertain(self, state: Config, checks: tuple, tops: tuple, certain: np.ndarray) -> np.ndarray:
         """``certain`` (not mutated) with the candidate tokens that the configuration ``state``
         accepts: a fresh array, the caller's to mutate.
 
@@ -248,7 +260,8 @@ class ContextFreeGrammar(CompiledGrammar):
         depth alone (it would mask tokens off where the stack is shallower).
         """
         pda = self.pda
-        deepest = max(s.depth for s in state)
+        depth = pda.stacks.depth
+        deepest = max(depth[s] for s in state)
         reads = tuple(self._walk_reads.get(tops, ()))  # a copy: a batch fill's pool thread may add to it
         if reads:
             chains = _stack_chains(pda, state, max(reads))

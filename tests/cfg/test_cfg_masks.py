@@ -177,9 +177,9 @@ def oracle_for(family: str, name: str) -> Oracle:
     return _ORACLES[key]
 
 
-def stack_depth(config) -> int:
+def stack_depth(compiled, config) -> int:
     """Deepest parse stack of a configuration."""
-    return max(s.depth for s in config)
+    return max(compiled.pda.stacks.depth[s] for s in config)
 
 
 def random_walk_states(oracle: Oracle, name: str, seed: int, steps: int):
@@ -212,7 +212,8 @@ def random_walk_states(oracle: Oracle, name: str, seed: int, steps: int):
             deeper = [t for t in allowed if any(b in openers for b in token_bytes[t])]
             if deeper:
                 sample = rng.sample(deeper, min(48, len(deeper)))
-                allowed = [max(sample, key=lambda t: stack_depth(oracle.compiled.walk(matcher.state, token_bytes[t])))]
+                allowed = [max(sample, key=lambda t: stack_depth(oracle.compiled,
+                                                                    oracle.compiled.walk(matcher.state, token_bytes[t])))]
         t = rng.choice(allowed)
         assert matcher.accept_token(t), (t, token_bytes[t])
         yield f"step {step}: token {t} {token_bytes[t]!r}", matcher
@@ -344,7 +345,7 @@ def test_right_recursion_keeps_a_constant_depth(family):
     assert matcher.accept_string("[" + ",".join(["x"] * 10_000))
     assert matcher.accept_string("]")
     assert matcher.is_completed()
-    assert max(s.depth for s in compiled.walk(compiled.start_state, b"[x,x,x,x,x")) <= 2
+    assert max(compiled.pda.stacks.depth[s] for s in compiled.walk(compiled.start_state, b"[x,x,x,x,x")) <= 2
 
 
 # -- matcher properties -----------------------------------------------------------------------
@@ -467,8 +468,8 @@ def test_frame_sort_looks_past_the_rule_into_its_callers(grammar_compiler):
     token_bytes = compiled.tokenizer_info.token_bytes
     ids = {b: token_bytes.index(b) for b in (b'"];', b'",', b'"]', b"abc")}
     config = compiled.walk(compiled.start_state, b'["x')
-    (frame,) = compiled.expansion(config).frames
-    sort = compiled.frame_tokens(frame.rule, frame.state)
+    (frame,) = compiled.expansion(config)[0]
+    sort = compiled.frame_tokens(*compiled.pda.rule_state(compiled.pda.stacks.top[frame]))
     bit = lambda words, t: bool((int(words[t >> 5]) >> (t & 31)) & 1)  # noqa: E731
     assert not bit(sort.certain, ids[b'"];']) and not bit(sort.uncertain, ids[b'"];'])
     for t in (b'",', b'"]'):
