@@ -18,7 +18,7 @@ import numpy as np
 
 from leapgen.automata import Dfa
 from leapgen.automata.limits import check_deadline
-from leapgen.compiler.token_index import TokenIndex
+from leapgen.compiler.token_index import LoopJumps, TokenIndex
 from leapgen.compiler.token_literals import find_token_literals, lead_free_words, set_literal_bits
 from leapgen.grammar.ir import TOKEN_LEAD
 from leapgen.vocab import TokenizerInfo
@@ -108,9 +108,10 @@ class CompiledGrammar:
     def use_slices(self, slices) -> None:
         """Try these token slices (a :class:`~leapgen.compiler.token_index.SliceSet`, e.g. with the free-text
         slice of :meth:`TokenIndex.with_free_text_slice`) in masks from now on; the set only
-        shortcuts walks, masks are the same (mutates the grammar's caches of slice checks)."""
+        shortcuts walks, masks are the same (mutates the grammar's caches of slice checks and LOOP jumps)."""
         self._slices = slices
         self._slice_memo = self.token_index.new_slice_memo(self._slice_memo.shape[1], slices)
+        self._loops = LoopJumps()  # its LOOP states were found with the old set
 
     def prepare_free_text(self, limit: int) -> None:
         """Compute now the masks of the free-text states (:data:`WIDE_STATE_BYTES`), at most
@@ -218,6 +219,7 @@ class RegularGrammar(CompiledGrammar):
         self._all_live = np.ones(dfa.n_states, np.int8)  # a trimmed DFA: every state can still finish
         self._slice_memo = token_index.new_slice_memo(dfa.n_states)
         self._find_token_literals([dfa.trans])
+        self._loops = LoopJumps()
 
     @property
     def n_states(self) -> int:
@@ -239,7 +241,12 @@ class RegularGrammar(CompiledGrammar):
         return self._accepting_list[state]
 
     def _allowed_bits(self, state: int) -> np.ndarray:
-        return self.token_index.token_row(self.trans_flat, state, self._all_live, self._slice_memo, self._slices)
+        return self.token_index.token_row(self.trans_flat, state, self._all_live, self._slice_memo, self._slices,
+                                          self._loops, self._row_words)
+
+    def _row_words(self, state: int) -> np.ndarray:
+        """uint32 view of the (cached) bitmask row of ``state``."""
+        return self.bitmask_row(state)[0].view(np.uint32)
 
     def prepare_free_text(self, limit: int) -> None:
         wide = np.flatnonzero((self.dfa.trans >= 0).sum(axis=1) >= WIDE_STATE_BYTES)

@@ -22,6 +22,7 @@ import numpy as np
 from leapgen.automata.limits import check_deadline
 from leapgen.automata.pda import Config, Pda
 from leapgen.compiler.compiled import WIDE_STATE_BYTES, CompiledGrammar
+from leapgen.compiler.token_index import LoopJumps
 from leapgen.grammar.ir import TOKEN_LEAD
 
 MAX_CONFIG_CACHE = 1 << 16
@@ -84,11 +85,13 @@ class ContextFreeGrammar(CompiledGrammar):
         self._frame_tokens: dict[int, FrameSort] = {}
         self._tops: dict[tuple, tuple] = {}  # sorted (global state, near the depth bound) of the top frames -> see _sort_tops
         self._all_sorted = False  # every frame sorted at compile time (sort_all_frames)
+        self._own_tries = False  # frames sorted now get a trie of their own (sort_all_frames)
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
         self._walk_reads: dict[tuple, set[int]] = {}
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
         self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat))
+        self._loops = LoopJumps()
         self._automaton = pda.walk_arrays
         self._find_token_literals([d.trans for d in pda.dfas])
 
@@ -167,11 +170,11 @@ class ContextFreeGrammar(CompiledGrammar):
             got = self._frame_tokens[g] = self._sort_frame(g)
         return got
 
-    def _sort_frame(self, g: int, own_trie: bool = False) -> FrameSort:
+    def _sort_frame(self, g: int) -> FrameSort:
         certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo,
-                                                                 self._slices)
+                                                                 self._slices, self._loops, self._frame_sort)
         has_uncertain = self.token_index.any_bits(uncertain)
-        walk = self.token_index.candidate_walk(uncertain, own_trie) if has_uncertain else None
+        walk = self.token_index.candidate_walk(uncertain, self._own_tries) if has_uncertain else None
         return FrameSort(certain, uncertain, pushed, has_uncertain, walk)
 
     def sort_all_frames(self) -> None:
@@ -182,18 +185,23 @@ class ContextFreeGrammar(CompiledGrammar):
         CompileLimitError
             The compile time limit (:mod:`leapgen.automata.limits`) passed.
         """
-        for g in np.flatnonzero(self.pda.has_bytes_flat).tolist():
-            check_deadline("sorting the tokens of every grammar state")
-            if g not in self._frame_tokens:
-                self._frame_tokens[g] = self._sort_frame(g, own_trie=True)
+        states = np.flatnonzero(self.pda.has_bytes_flat).tolist()
+        self._sort_own_tries(states, "sorting the tokens of every grammar state")
         self._all_sorted = True
 
     def prepare_free_text(self, limit: int) -> None:
         wide = np.flatnonzero((self.pda.trans_flat.reshape(-1, 256) >= 0).sum(axis=1) >= WIDE_STATE_BYTES)
-        for g in wide[:limit].tolist():
-            check_deadline("sorting the tokens of free-text states")
-            if g not in self._frame_tokens:
-                self._frame_tokens[g] = self._sort_frame(g, own_trie=True)
+        self._sort_own_tries(wide[:limit].tolist(), "sorting the tokens of free-text states")
+
+    def _sort_own_tries(self, states: list[int], doing: str) -> None:
+        """Sort these frames now, each (and those they jump to) with a trie of its own."""
+        self._own_tries = True
+        try:
+            for g in states:
+                check_deadline(doing)
+                self._frame_sort(g)
+        finally:
+            self._own_tries = False
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
         # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:

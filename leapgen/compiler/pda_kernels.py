@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from leapgen.automata.jit import njit
-from leapgen.compiler.trie_kernels import _set_bits, _set_candidate_bits, build_trie
+from leapgen.compiler.trie_kernels import _or_subtree, _set_bits, _set_candidate_bits, build_trie
 
 #: pda_walk's results.
 WALK_DONE = 0
@@ -415,3 +415,44 @@ def bitset_any(words):
         if words[w]:
             return True
     return False
+
+
+@njit
+def frame_walk_via(trans_flat, start, leave_row, leave_bytes, loop_state, loop_certain, loop_uncertain, in_class,
+                   child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks,
+                   sub_tok_end, node_byte, node_depth, node_end, token_ids, words_certain, words_uncertain):
+    """:func:`frame_walk` that jumps where it reaches ``loop_state`` (a LOOP state of a token
+    slice, with no leave row) after bytes all in ``in_class`` without having been able to leave
+    the rule: the subtree's tokens are then sorted as from ``loop_state`` itself, whose sort is
+    ``loop_certain`` / ``loop_uncertain`` (see :func:`~leapgen.compiler.trie_kernels.trie_walk_via`)."""
+    n = node_byte.shape[0]
+    size = node_depth.max() + 2 if n else 2
+    state_at = np.empty(size, np.int32)
+    left_at = np.zeros(size, np.bool_)
+    pure_at = np.zeros(size, np.bool_)
+    state_at[0] = start
+    pure_at[0] = True
+    v = 1
+    while v < n:
+        d = node_depth[v]
+        s = state_at[d - 1]
+        b = node_byte[v]
+        row = leave_row[s] if d > 1 else -1
+        left = left_at[d - 1] or (row >= 0 and leave_bytes[row, b])
+        nxt = trans_flat[s * 256 + b]
+        if nxt < 0:
+            if left:
+                _set_bits(words_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
+            v = node_end[v]
+            continue
+        pure = pure_at[d - 1] and in_class[b] and not left
+        if pure and nxt == loop_state:
+            _or_subtree(words_certain, loop_certain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
+            _or_subtree(words_uncertain, loop_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
+            v = node_end[v]
+            continue
+        state_at[d] = nxt
+        left_at[d] = left
+        pure_at[d] = pure
+        _set_bits(words_certain, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
+        v += 1

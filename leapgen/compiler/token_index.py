@@ -29,6 +29,35 @@ _ONE_FRAME = np.ones(1, np.int32)
 _CUT = np.ones(1, np.bool_)
 _NO_DEPTH_LIMIT = 1 << 40
 _NO_WORK_LIMIT = 1 << 60
+#: How many bytes deep :meth:`TokenIndex.token_row` and :meth:`TokenIndex.frame_sets` look for a LOOP
+#: state to jump to (a JSON string's ``\\u`` escape: five bytes back to the body).
+LOOP_JUMP_DEPTH = 6
+#: A state with fewer live ASCII bytes is not tried as a LOOP state to jump to (a string body has ~90).
+LOOP_JUMP_MIN_LIVE = 64
+
+
+class LoopJumps:
+    """One grammar's memo for the LOOP-state jumps of :meth:`TokenIndex.token_row` and
+    :meth:`TokenIndex.frame_sets` (mutated by them; not thread-safe beyond the GIL's dict operations,
+    and a lost update only costs a jump).
+
+    Attributes
+    ----------
+    slice_of : dict of int to numpy.ndarray
+        LOOP states met (a slice applies with limit ``LOOP``): state -> that slice's one-byte
+        characters (a row of :attr:`SliceSet.class_bytes`).
+    target : dict of int to int
+        Per state checked: the LOOP state its bytes of one-byte slice characters reach within
+        :data:`LOOP_JUMP_DEPTH`, or -1.
+    """
+
+    __slots__ = ("slice_of", "target")
+
+    def __init__(self):
+        self.slice_of: dict[int, np.ndarray] = {}
+        self.target: dict[int, int] = {}
+
+
 #: Closure items a frame's refinement with context expansion (:meth:`TokenIndex.frame_sets`) may compute:
 #: past a rule's return it follows every caller, which fans out in grammars whose rules are called from
 #: many places (at most 2,000 items for the builtin JSON grammar's frames). Past it, the refinement
@@ -39,11 +68,25 @@ MAX_FREE_TEXT_SLICES = 16
 
 
 class SliceSet(NamedTuple):
-    """Token slices tried in this order (biggest first), and their one-character DFAs packed
-    (:func:`~leapgen.compiler.token_slices.pack_char_dfas`)."""
+    """Token slices tried in this order (biggest first), their one-character DFAs packed
+    (:func:`~leapgen.compiler.token_slices.pack_char_dfas`), bool ``class_bytes``
+    ``(n_slices, 256)``: each slice's one-byte characters, and bool ``any_class_byte`` ``(256,)``:
+    their union (the bytes a LOOP-state jump follows)."""
 
     slices: tuple
     char_dfas: tuple
+    class_bytes: np.ndarray
+    any_class_byte: np.ndarray
+
+
+def slice_set(slices: list[TokenSlice]) -> SliceSet:
+    """A :class:`SliceSet` over ``slices`` (in this order)."""
+    class_bytes = np.zeros((len(slices), 256), np.bool_)
+    for n, sl in enumerate(slices):
+        edge_start, edge_end, edge_byte, edge_next, complete = sl.char_dfa
+        for e in range(edge_start[0], edge_end[0]):
+            class_bytes[n, edge_byte[e]] = complete[edge_next[e]]
+    return SliceSet(tuple(slices), pack_char_dfas(list(slices)), class_bytes, class_bytes.any(axis=0))
 
 
 class TokenIndex:
@@ -90,13 +133,12 @@ class TokenIndex:
             self._lex_order = order
             if use_slices:
                 self.token_slices = build_slices(mat, lens, order, self._row_ids, self.bitmask_words)
-            self._char_dfas = pack_char_dfas(self.token_slices)
-            self.default_slices = SliceSet(tuple(self.token_slices), self._char_dfas)
+            self.default_slices = slice_set(self.token_slices)
             self._no_words = self.empty_words()
             self._no_words.flags.writeable = False
             self._warm_up()
         else:
-            self.default_slices = SliceSet((), ())
+            self.default_slices = slice_set([])
             order = np.argsort(-lens.astype(np.int64), kind="stable")
             self.lengths = lens[order].astype(np.int32)
             self.token_ids = ids[order].astype(np.int64)
@@ -122,6 +164,14 @@ class TokenIndex:
         self.candidate_walk(one)
         stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))
         self.pushdown_walk(automaton, stacks, 8, one)
+        ascii_ = np.zeros(256, np.bool_)
+        ascii_[:128] = True
+        trie_kernels.chain_states(loop, 0, ascii_, 1, 1)
+        row, cached = self.empty_words(), self.empty_words()
+        cached.flags.writeable = False  # as the cached rows it reads are
+        trie_kernels.trie_walk_via(loop, 0, live, 0, cached, ascii_, *self._trie, self._row_ids, row)
+        pda_kernels.frame_walk_via(loop, 0, automaton[-2], automaton[-1], 0, row, row, ascii_, *self._trie,
+                                   self._row_ids, row, row)
 
     def token_rank(self) -> np.ndarray:
         """int64 ``(vocab_size,)``: each token's rank in lexicographic order of its bytes (cached)."""
@@ -157,7 +207,7 @@ class TokenIndex:
             extra = build_slice(self._byte_matrix, self._byte_lengths, self._lex_order, self._row_ids,
                                 self.bitmask_words, "free_text", node)
             slices = tuple(sorted([*self.token_slices, *([extra] if extra is not None else [])], key=lambda s: -s.count))
-            got = SliceSet(slices, pack_char_dfas(list(slices)))
+            got = slice_set(list(slices))
             if len(self._free_text) >= MAX_FREE_TEXT_SLICES:
                 self._free_text.clear()
             self._free_text[key] = got
@@ -229,11 +279,20 @@ class TokenIndex:
         return a, b
 
     def token_row(self, trans_flat: np.ndarray, state: int, live: np.ndarray,
-                  slice_memo: np.ndarray | None = None, slices: SliceSet | None = None) -> np.ndarray:
+                  slice_memo: np.ndarray | None = None, slices: SliceSet | None = None,
+                  loops: LoopJumps | None = None, row_of: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
         """The tokens whose walk from ``state`` stays alive: :meth:`token_sets`'s first set for
         a ``live`` (int8, all ones) state class, in one kernel call. A fresh bitset.
 
-        Parameters as :meth:`token_sets` (``slice_memo`` mutated).
+        Parameters as :meth:`token_sets` (``slice_memo`` mutated), and:
+
+        loops : LoopJumps, optional
+            The grammar's memo (mutated). With ``row_of``, where no slice applies, the walk jumps
+            where it reaches a LOOP state after bytes of that slice's class (a JSON string's
+            escapes lead back to its body): :func:`~leapgen.compiler.trie_kernels.trie_walk_via`.
+        row_of : callable, optional
+            ``row_of(q)``: the uint32 row of state ``q`` (the caller's cache; stop-token bits
+            may be set, they are never read).
         """
         if not self.use_trie:
             return self.token_sets(trans_flat, state, live, slice_memo, slices)[0]
@@ -242,14 +301,48 @@ class TokenIndex:
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
         i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
         if i >= 0:
+            if k == LOOP and loops is not None:
+                loops.slice_of[state] = slices.class_bytes[i]
             init, sliced, sliced_ids = slices.slices[i].split(k)
             if sliced is not None:
                 trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
+        elif loops is not None and row_of is not None:
+            target = self._loop_target(trans_flat, state, live, memo, slices, loops, None)
+            if target >= 0:
+                words = self.empty_words()
+                trie_kernels.trie_walk_via(trans_flat, state, live, target, row_of(target),
+                                           loops.slice_of[target], *trie, ids, words)
+                return words
         return trie_kernels.row_walk(trans_flat, state, live, self._no_words if init is None else init,
                                      init is not None, *trie, ids)
 
+    def _loop_target(self, trans_flat: np.ndarray, state: int, live: np.ndarray, memo: np.ndarray,
+                     slices: SliceSet, loops: LoopJumps, leave_row: np.ndarray | None) -> int:
+        """The LOOP state to jump to from ``state`` (memoized in ``loops``), or -1: the first of the
+        states its bytes of the slices' one-byte characters (``slices.any_class_byte``) reach
+        (:func:`~leapgen.compiler.trie_kernels.chain_states`) that is one (met before, or checked now
+        where it has enough live bytes); in frame mode (``leave_row`` given) one that cannot leave its
+        rule."""
+        got = loops.target.get(state)
+        if got is None:
+            got = -1
+            for q in trie_kernels.chain_states(trans_flat, state, slices.any_class_byte, LOOP_JUMP_DEPTH,
+                                               LOOP_JUMP_MIN_LIVE).tolist():
+                if leave_row is not None and leave_row[q] >= 0:
+                    continue
+                if q not in loops.slice_of:
+                    i, k, _ = first_slice(trans_flat, q, live, memo, *slices.char_dfas)
+                    if i >= 0 and k == LOOP:
+                        loops.slice_of[q] = slices.class_bytes[i]
+                if q in loops.slice_of:
+                    got = q
+                    break
+            loops.target[state] = got
+        return got
+
     def frame_sets(self, automaton: tuple, state: int, live: np.ndarray, slice_memo: np.ndarray | None = None,
-                   slices: SliceSet | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+                   slices: SliceSet | None = None, loops: LoopJumps | None = None, sort_of: Callable | None = None,
+                   ) -> tuple[np.ndarray, np.ndarray, int]:
         """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
 
         Parameters
@@ -265,6 +358,11 @@ class TokenIndex:
             As :meth:`token_sets` (mutated).
         slices : SliceSet, optional
             As :meth:`token_sets`.
+        loops, sort_of : optional
+            As :meth:`token_row`'s ``loops`` and ``row_of``: ``sort_of(q)`` is the frame sort
+            (``certain``, ``uncertain``, ``pushed`` attributes) of a LOOP state ``q`` that cannot
+            leave its rule; where no slice applies, the walk jumps to it
+            (:func:`~leapgen.compiler.pda_kernels.frame_walk_via`).
 
         Returns
         -------
@@ -284,17 +382,30 @@ class TokenIndex:
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
         i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
+        jumped = 0
         if i >= 0:
             if k == LOOP and leave_row[state] >= 0:
                 k = UNBOUNDED  # the remainder trie walks from after the prefix, where other paths may be open
+            if k == LOOP and loops is not None:
+                loops.slice_of[state] = slices.class_bytes[i]
             words, sliced, sliced_ids = slices.slices[i].split(k)
             if words is not None:
                 certain[:] = words
             if sliced is not None:
                 trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
-        pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes, *trie, ids, certain, uncertain)
+        elif loops is not None and sort_of is not None:
+            target = self._loop_target(trans_flat, state, live, memo, slices, loops, leave_row)
+            if target >= 0:
+                got = sort_of(target)
+                jumped = got.pushed  # its certain tokens are certain here, as deep
+                pda_kernels.frame_walk_via(trans_flat, state, leave_row, leave_bytes, target, got.certain,
+                                           got.uncertain, loops.slice_of[target], *trie, ids,
+                                           certain, uncertain)
+                i = -2
+        if i != -2:
+            pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes, *trie, ids, certain, uncertain)
         if not self.any_bits(uncertain):
-            return certain, uncertain, 0
+            return certain, uncertain, jumped
         # refine: follow calls through the callees, with the stack below the frame unknown
         pos = self.candidate_positions(uncertain)
         stacks = (np.full((1, 1), state, np.int32), _ONE_FRAME, _CUT, _ONE_FRAME)
@@ -310,7 +421,7 @@ class TokenIndex:
             uncertain &= after
         # else (a walk outgrowing its buffers): every candidate stays uncertain, checked on the real stacks
         uncertain &= ~certain
-        return certain, uncertain, pushed
+        return certain, uncertain, max(pushed, jumped)
 
     def _frame_sets_columns(self, trans_flat: np.ndarray, state: int, leave_row: np.ndarray,
                             leave_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
