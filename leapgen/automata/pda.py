@@ -100,33 +100,36 @@ class Pda:
         sizes = [d.n_states for d in self.dfas]
         #: int64 ``(n_rules + 1,)``: rule ``r``'s states are global ids ``state_base[r]:state_base[r + 1]``.
         self.state_base = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-        self._base = base = self.state_base.tolist()
+        self._base = base = tuple(self.state_base.tolist())
         byte_tables = [d.trans[:, :256] for d in self.dfas]
         #: int32 ``(n_states * 256,)``: every rule's byte transitions over global state ids, -1 dead.
         self.trans_flat = np.concatenate([np.where(t >= 0, t + b, -1).astype(np.int32).reshape(-1)
                                           for t, b in zip(byte_tables, base)])
         self._trans_view = memoryview(self.trans_flat)
-        self.has_bytes = [(t >= 0).any(axis=1).tolist() for t in byte_tables]
-        self.accepting = [d.accepting.tolist() for d in self.dfas]
-        self.calls: list[list[tuple[tuple[int, int], ...]]] = []
+        # per rule, per state; tuples of ints and bools, which the garbage collector stops tracking (a
+        # grammar's lists of tens of thousands of states were millions of references for each full collection)
+        self.has_bytes = tuple(tuple((t >= 0).any(axis=1).tolist()) for t in byte_tables)
+        self.accepting = tuple(tuple(d.accepting.tolist()) for d in self.dfas)
+        calls: list[tuple[tuple[tuple[int, int], ...], ...]] = []
         for d in self.dfas:
             per_state: list[list[tuple[int, int]]] = [[] for _ in range(d.n_states)]
             block = d.trans[:, 256:256 + n_rules]
             qs, callees = np.nonzero(block >= 0)
             for q, callee, ret in zip(qs.tolist(), callees.tolist(), block[qs, callees].tolist()):
                 per_state[q].append((callee, ret))
-            self.calls.append([tuple(c) for c in per_state])
+            calls.append(tuple(tuple(c) for c in per_state))
+        self.calls = tuple(calls)
         # exit states: accepting, with no byte and no call edge (a frame there can only pop)
-        self.is_exit = [[acc and not nb and not cl for acc, nb, cl in zip(a, h, c)]
-                        for a, h, c in zip(self.accepting, self.has_bytes, self.calls)]
+        self.is_exit = tuple(tuple(acc and not nb and not cl for acc, nb, cl in zip(a, h, c))
+                             for a, h, c in zip(self.accepting, self.has_bytes, self.calls))
         # the run-time tables, per global state
-        self._has_bytes_g = [x for rows in self.has_bytes for x in rows]
-        self._accepting_g = [x for rows in self.accepting for x in rows]
-        self._calls_g = [tuple((base[callee] + self.dfas[callee].start, base[r] + ret, self.is_exit[r][ret])
-                               for callee, ret in calls) for r, rows in enumerate(self.calls) for calls in rows]
+        self._has_bytes_g = tuple(x for rows in self.has_bytes for x in rows)
+        self._accepting_g = tuple(x for rows in self.accepting for x in rows)
+        self._calls_g = tuple(tuple((base[callee] + self.dfas[callee].start, base[r] + ret, self.is_exit[r][ret])
+                                    for callee, ret in edges) for r, rows in enumerate(self.calls) for edges in rows)
         #: Per global state: a frame there can neither call nor return, so its expansion is itself (plain
         #: bytes: :meth:`walk_plain`).
-        self.plain_g = [not c and not a for c, a in zip(self._calls_g, self._accepting_g)]
+        self.plain_g = tuple(not c and not a for c, a in zip(self._calls_g, self._accepting_g))
         self.stacks = StackStore()
         self.start_config: Config = (self.stacks.push(base[0] + self.dfas[0].start, EMPTY),)
         self._pack_calls()

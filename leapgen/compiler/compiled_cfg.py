@@ -31,7 +31,9 @@ MAX_TOPS_CACHE = 1024
 
 
 class FrameSort(NamedTuple):
-    """The tokens sorted from one top frame (:meth:`TokenIndex.frame_sets`).
+    """The tokens sorted from one top frame (:meth:`TokenIndex.frame_sets`). The grammar keeps them as
+    plain tuples in this order (a tuple of arrays and ints is not tracked by the garbage collector;
+    a NamedTuple instance is): :data:`CERTAIN`, :data:`UNCERTAIN`, ... index them.
 
     Attributes
     ----------
@@ -54,6 +56,8 @@ class FrameSort(NamedTuple):
     has_uncertain: bool
     walk: tuple | None
 
+
+CERTAIN, UNCERTAIN, PUSHED, HAS_UNCERTAIN, WALK = range(5)
 
 #: A grammar with at most this many states with a byte edge sorts every frame's tokens at compile time
 #: (:meth:`ContextFreeGrammar.sort_all_frames`), as xgrammar precomputes its adaptive token mask cache:
@@ -79,6 +83,7 @@ class ContextFreeGrammar(CompiledGrammar):
 
     def __init__(self, pda: Pda, tokenizer_info, token_index, **kwargs):
         super().__init__(tokenizer_info, token_index, **kwargs)
+        token_index.warm_up_pushdown()
         self.pda = pda
         self._expansions: dict = {}
         self._steps: dict = {}
@@ -159,23 +164,22 @@ class ContextFreeGrammar(CompiledGrammar):
         return int(live[0]) if len(live) == 1 else -1
 
     def frame_tokens(self, rule: int, state: int) -> FrameSort:
-        """The tokens sorted from a top frame (cached, the arrays read-only; see
-        :meth:`TokenIndex.frame_sets`)."""
-        return self._frame_sort(self._base[rule] + state)
+        """The tokens sorted from a top frame (cached; see :meth:`TokenIndex.frame_sets`)."""
+        return FrameSort._make(self._frame_sort(self._base[rule] + state))
 
-    def _frame_sort(self, g: int) -> FrameSort:
-        """:meth:`frame_tokens` of global state ``g``."""
+    def _frame_sort(self, g: int) -> tuple:
+        """:meth:`frame_tokens` of global state ``g``, as the plain tuple kept."""
         got = self._frame_tokens.get(g)
         if got is None:
             got = self._frame_tokens[g] = self._sort_frame(g)
         return got
 
-    def _sort_frame(self, g: int) -> FrameSort:
+    def _sort_frame(self, g: int) -> tuple:
         certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo,
                                                                  self._slices, self._loops, self._frame_sort)
         has_uncertain = self.token_index.any_bits(uncertain)
         walk = self.token_index.candidate_walk(uncertain, self._own_tries) if has_uncertain else None
-        return FrameSort(certain, uncertain, pushed, has_uncertain, walk)
+        return certain, uncertain, pushed, has_uncertain, walk
 
     def sort_all_frames(self) -> None:
         """Sort the tokens of every frame now (see :data:`EAGER_FRAMES`); mutates the frame cache only.
@@ -209,7 +213,7 @@ class ContextFreeGrammar(CompiledGrammar):
         limit = self.pda.max_stack_depth
         store = self.pda.stacks
         top, depth, sort = store.top, store.depth, self._frame_sort
-        tops = tuple(sorted({(top[s], depth[s] + sort(top[s]).pushed > limit) for s in self.expansion(state)[0]}))
+        tops = tuple(sorted({(top[s], depth[s] + sort(top[s])[PUSHED] > limit) for s in self.expansion(state)[0]}))
         got = self._tops.get(tops)
         if got is None:
             if len(self._tops) > MAX_TOPS_CACHE:
@@ -231,18 +235,18 @@ class ContextFreeGrammar(CompiledGrammar):
         sorts = [(self._frame_sort(g), near_limit) for g, near_limit in tops]
         if len(sorts) == 1 and not sorts[0][1]:
             f = sorts[0][0]
-            return f.certain, ((f.uncertain, f.walk),) if f.has_uncertain else ()
+            return f[CERTAIN], ((f[UNCERTAIN], f[WALK]),) if f[HAS_UNCERTAIN] else ()
         certain = self.token_index.empty_words()
         for f, near_limit in sorts:
             if not near_limit:
-                certain |= f.certain
+                certain |= f[CERTAIN]
         certain.flags.writeable = False
         near = any(near_limit for _, near_limit in sorts)
         candidates = self.token_index.empty_words()
         for f, near_limit in sorts:
-            candidates |= f.uncertain
+            candidates |= f[UNCERTAIN]
             if near_limit:
-                candidates |= f.certain  # a certain token may nest past max_stack_depth here: check it
+                candidates |= f[CERTAIN]  # a certain token may nest past max_stack_depth here: check it
         candidates &= ~certain
         if not self.token_index.any_bits(candidates):
             return certain, ()

@@ -360,7 +360,7 @@ class TokenIndex:
             As :meth:`token_sets`.
         loops, sort_of : optional
             As :meth:`token_row`'s ``loops`` and ``row_of``: ``sort_of(q)`` is the frame sort
-            (``certain``, ``uncertain``, ``pushed`` attributes) of a LOOP state ``q`` that cannot
+            (a tuple that starts ``certain, uncertain, pushed``) of a LOOP state ``q`` that cannot
             leave its rule; where no slice applies, the walk jumps to it
             (:func:`~leapgen.compiler.pda_kernels.frame_walk_via`).
 
@@ -396,10 +396,9 @@ class TokenIndex:
         elif loops is not None and sort_of is not None:
             target = self._loop_target(trans_flat, state, live, memo, slices, loops, leave_row)
             if target >= 0:
-                got = sort_of(target)
-                jumped = got.pushed  # its certain tokens are certain here, as deep
-                pda_kernels.frame_walk_via(trans_flat, state, leave_row, leave_bytes, target, got.certain,
-                                           got.uncertain, loops.slice_of[target], *trie, ids,
+                loop_certain, loop_uncertain, jumped = sort_of(target)[:3]  # certain here too, as deep
+                pda_kernels.frame_walk_via(trans_flat, state, leave_row, leave_bytes, target, loop_certain,
+                                           loop_uncertain, loops.slice_of[target], *trie, ids,
                                            certain, uncertain)
                 i = -2
         if i != -2:
