@@ -160,7 +160,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from leapgen.engine import LLM, FinishReason, ModelLoadError
 
     try:
-        llm = LLM(args.model, num_threads=args.threads, prefill_dtype=args.prefill_dtype)
+        # One request: no decoding request for a compile to stall, so no compile worker (a second process
+        # setting itself up on the same cores would slow this one's compile down).
+        llm = LLM(args.model, num_threads=args.threads, prefill_dtype=args.prefill_dtype, compile_in_process=False)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
     out = llm.generate(args.prompt, params, chat=not args.raw)[0]

@@ -87,7 +87,7 @@ def _whitespace_language(pattern: str) -> ir.Node:
     return node
 
 
-#: What :meth:`GrammarCompiler._warm_up` compiles: each JSON type, a format, an enum, a nested object.
+#: What :meth:`GrammarCompiler.warm_up` compiles: each JSON type, a format, an enum, a nested object.
 _WARM_UP_SCHEMA = {"type": "object", "properties": {
     "s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
     "z": {"type": "null"}, "d": {"type": "string", "format": "date-time"}, "e": {"enum": ["a", "b"]},
@@ -131,13 +131,21 @@ class GrammarCompiler:
         Threads of :meth:`compile_async`'s pool (created on first use).
         Compiles are pure Python and hold the GIL: more threads overlap
         compiles with waiting, not with each other.
+    index_cache_dir : str or os.PathLike, optional
+        Folder where the vocabulary's token index (trie, token slices) is kept across
+        processes (:mod:`leapgen.compiler.index_cache`): a new process reads it instead of
+        building it. The engine uses ``$LEAPGEN_CACHE/token_index``.
+    warm_up : bool, default True
+        Compile a small schema in both JSON layouts now (:meth:`warm_up`), so that the first
+        compile does not load the automaton kernels; False leaves that to the first compile
+        (a process that compiles one grammar pays it once either way).
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache_entries: int = DEFAULT_CACHE_ENTRIES,
                  max_states: int = DEFAULT_MAX_STATES, mask_cache_bytes: int = DEFAULT_MASK_CACHE_BYTES,
                  max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_bytes: int | None = None,
                  cache_dir: str | os.PathLike | None = None, max_compile_seconds: float | None = None,
-                 compile_threads: int = 1):
+                 compile_threads: int = 1, index_cache_dir: str | os.PathLike | None = None, warm_up: bool = True):
         if cache_entries < 0:
             raise ValueError("cache_entries must be >= 0")
         if max_compile_seconds is not None and not max_compile_seconds > 0:
@@ -145,7 +153,7 @@ class GrammarCompiler:
         if compile_threads < 1:
             raise ValueError(f"compile_threads must be >= 1, got {compile_threads!r}")
         self.tokenizer_info = tokenizer_info
-        self.token_index = TokenIndex(tokenizer_info)
+        self.token_index = TokenIndex(tokenizer_info, cache_dir=index_cache_dir)
         self.cache_entries = cache_entries
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
@@ -160,12 +168,14 @@ class GrammarCompiler:
         self.cache = CompileCache(max_entries=cache_entries, max_bytes=cache_bytes, disk=disk, revive=self._revive)
         self._pool: ThreadPoolExecutor | None = None
         self._added: dict[str, list[int]] | None = None
-        self._warm_up()
+        if warm_up:
+            self.warm_up()
 
-    def _warm_up(self) -> None:
-        """Compile a small JSON Schema once, outside the cache: the automaton kernels get loaded (numba)
-        and the common character sets and sub-automata (strings, numbers) built now, in ~40 ms, not in
-        the first request's compile (the same as :meth:`TokenIndex._warm_up` for the mask kernels)."""
+    def warm_up(self) -> None:
+        """Compile a small JSON Schema once in each layout, outside the cache: the automaton kernels get
+        loaded (numba) and the common character sets and sub-automata (strings, numbers) built now, in
+        ~40 ms, not in the first request's compile (the same as :meth:`TokenIndex._warm_up` for the mask
+        kernels). Mutates only the process-wide fragment caches."""
         from leapgen.grammar.json import json_schema_to_ir
 
         for whitespace in (False, True):

@@ -14,12 +14,13 @@ configurations).
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Hashable, NamedTuple
 
 import numpy as np
 
 from leapgen.automata.jit import HAVE_NUMBA
-from leapgen.compiler import pda_kernels, trie_kernels
+from leapgen.compiler import index_cache, pda_kernels, trie_kernels
 from leapgen.compiler.token_slices import (LOOP, UNBOUNDED, TokenSlice, build_slice, build_slices, first_slice,
                                            new_memo, pack_char_dfas)
 from leapgen.grammar import ir
@@ -27,6 +28,7 @@ from leapgen.vocab import TokenizerInfo
 
 _ONE_FRAME = np.ones(1, np.int32)
 _CUT = np.ones(1, np.bool_)
+_ASCII = np.arange(256) < 128  # the warm-ups' one-byte characters
 _NO_DEPTH_LIMIT = 1 << 40
 _NO_WORK_LIMIT = 1 << 60
 #: How many bytes deep :meth:`TokenIndex.token_row` and :meth:`TokenIndex.frame_sets` look for a LOOP
@@ -100,6 +102,9 @@ class TokenIndex:
         Use the numba trie kernels (default: when numba is installed).
     use_slices : bool
         With the trie kernels, build and use token slices (default True).
+    cache_dir : str or os.PathLike, optional
+        Keep the trie and the slices there (:mod:`leapgen.compiler.index_cache`), and read
+        them back in a later process instead of building them.
 
     Attributes
     ----------
@@ -107,8 +112,8 @@ class TokenIndex:
         Biggest first; empty without the trie kernels.
     """
 
-    def __init__(self, tokenizer_info: TokenizerInfo, *, use_trie: bool | None = None, use_slices: bool = True):
-        mat, lens, ids = tokenizer_info.token_byte_matrix()
+    def __init__(self, tokenizer_info: TokenizerInfo, *, use_trie: bool | None = None, use_slices: bool = True,
+                 cache_dir: str | os.PathLike | None = None):
         self.vocab_size = tokenizer_info.vocab_size
         self.bitmask_words = (self.vocab_size + 31) // 32
         self.stop_token_ids = np.array(sorted(tokenizer_info.stop_token_ids), np.int64)
@@ -122,23 +127,17 @@ class TokenIndex:
         self._free_text: dict[frozenset, SliceSet] = {}
         self.token_slices: list[TokenSlice] = []
         if self.use_trie:
-            token_bytes = tokenizer_info.token_bytes
-            order = np.array(sorted(range(len(ids)), key=lambda r: token_bytes[ids[r]]), np.int32)
-            self._trie = trie_kernels.build_trie(mat, lens, order)
-            self._byte_matrix, self._byte_lengths = mat, lens
-            self._row_ids = ids.astype(np.int32)
-            node_toks = self._trie[6]
-            self._trie_pos = np.full(self.vocab_size, -1, np.int64)  # token id -> position in node_toks
-            self._trie_pos[self._row_ids[node_toks[:len(order)]]] = np.arange(len(order))
-            self._lex_order = order
-            if use_slices:
-                self.token_slices = build_slices(mat, lens, order, self._row_ids, self.bitmask_words)
+            if not self._load(cache_dir, tokenizer_info, use_slices):
+                self._build(tokenizer_info, *tokenizer_info.token_byte_matrix(), use_slices)
+                if cache_dir is not None:
+                    self._save(cache_dir, tokenizer_info, use_slices)
             self.default_slices = slice_set(self.token_slices)
             self._no_words = self.empty_words()
             self._no_words.flags.writeable = False
             self._warm_up()
         else:
             self.default_slices = slice_set([])
+            mat, lens, ids = tokenizer_info.token_byte_matrix()
             order = np.argsort(-lens.astype(np.int64), kind="stable")
             self.lengths = lens[order].astype(np.int32)
             self.token_ids = ids[order].astype(np.int64)
@@ -146,13 +145,91 @@ class TokenIndex:
             self.columns = [np.ascontiguousarray(mat[order, c]).astype(np.int64) for c in range(max_len)]
             self.longer_than = [int(np.count_nonzero(self.lengths > c)) for c in range(max_len)]
 
+    def _build(self, tokenizer_info: TokenizerInfo, mat: np.ndarray, lens: np.ndarray, ids: np.ndarray,
+               use_slices: bool) -> None:
+        """The trie, the rows' ids and positions, and the slices, from the vocabulary."""
+        token_bytes = tokenizer_info.token_bytes
+        order = np.array(sorted(range(len(ids)), key=lambda r: token_bytes[ids[r]]), np.int32)
+        self._trie = trie_kernels.build_trie(mat, lens, order)
+        self._byte_matrix, self._byte_lengths = mat, lens
+        self._row_ids = ids.astype(np.int32)
+        node_toks = self._trie[6]
+        self._trie_pos = np.full(self.vocab_size, -1, np.int64)  # token id -> position in node_toks
+        self._trie_pos[self._row_ids[node_toks[:len(order)]]] = np.arange(len(order))
+        self._lex_order = order
+        if use_slices:
+            self.token_slices = build_slices(mat, lens, order, self._row_ids, self.bitmask_words)
+
+    _TRIE_FIELDS = 11  # arrays of build_trie
+
+    def _save(self, cache_dir, tokenizer_info: TokenizerInfo, use_slices: bool) -> None:
+        arrays = {"byte_matrix": self._byte_matrix, "byte_lengths": self._byte_lengths, "row_ids": self._row_ids,
+                  "trie_pos": self._trie_pos, "lex_order": self._lex_order}
+        arrays.update({f"trie{k}": a for k, a in enumerate(self._trie)})
+        slices = []
+        for n, sl in enumerate(self.token_slices):
+            arrays[f"s{n}_upto"] = np.concatenate((sl.upto, sl.every[None]))
+            arrays.update({f"s{n}_dfa{k}": a for k, a in enumerate(sl.char_dfa)})
+            for label, trie in (("out", sl.outside_trie), ("rest", sl.rest_trie), ("loop", sl.loop_trie)):
+                if trie is not None:
+                    arrays.update({f"s{n}_{label}{k}": a for k, a in enumerate(trie)})
+            if sl.loop_ids is not None:
+                arrays[f"s{n}_loop_ids"] = sl.loop_ids
+            slices.append({"name": sl.name, "count": sl.count, "rest": sl.rest_trie is not None,
+                           "loop": sl.loop_trie is not None})
+        meta = {"vocab_size": self.vocab_size, "slices": slices if use_slices else None}
+        index_cache.save(index_cache.path_for(cache_dir, tokenizer_info.fingerprint), meta, arrays)
+
+    def _load(self, cache_dir, tokenizer_info: TokenizerInfo, use_slices: bool) -> bool:
+        """Read the trie and the slices from ``cache_dir``; False (nothing set) on a miss."""
+        if cache_dir is None:
+            return False
+        got = index_cache.load(index_cache.path_for(cache_dir, tokenizer_info.fingerprint))
+        if got is None:
+            return False
+        meta, a = got
+        if meta.get("vocab_size") != self.vocab_size or (meta.get("slices") is not None) != use_slices:
+            return False
+        try:
+            trie = lambda prefix: tuple(a[f"{prefix}{k}"] for k in range(self._TRIE_FIELDS))  # noqa: E731
+            self._trie = trie("trie")
+            self._byte_matrix, self._byte_lengths = a["byte_matrix"], a["byte_lengths"]
+            self._byte_matrix.setflags(write=False)  # as TokenizerInfo.token_byte_matrix gives them
+            self._byte_lengths.setflags(write=False)
+            self._row_ids, self._trie_pos, self._lex_order = a["row_ids"], a["trie_pos"], a["lex_order"]
+            slices = []
+            for n, m in enumerate(meta["slices"] or ()):
+                upto = a[f"s{n}_upto"]
+                upto.setflags(write=False)  # as built: read-only bitsets (one numba signature)
+                slices.append(TokenSlice(m["name"], upto[:-1], upto[-1], m["count"],
+                                         tuple(a[f"s{n}_dfa{k}"] for k in range(5)), trie(f"s{n}_out"),
+                                         trie(f"s{n}_rest") if m["rest"] else None,
+                                         trie(f"s{n}_loop") if m["loop"] else None,
+                                         a[f"s{n}_loop_ids"] if m["loop"] else None))
+        except KeyError:
+            return False
+        self.token_slices = slices
+        return True
+
     def _warm_up(self) -> None:
-        """Run every kernel once on a one-state automaton, so that numba compiles
-        them (or loads them from its cache) now, not in a request's first mask."""
+        """Run the kernels of a regular grammar's rows once on a one-state automaton, so that numba
+        loads them (from its cache, or compiles them) now, not in a request's first mask; the
+        pushdown kernels wait for the first context-free grammar (:meth:`warm_up_pushdown`)."""
         loop = np.zeros(256, np.int32)  # every byte leads back to state 0
         live = np.ones(1, np.int8)
-        self.token_sets(loop, 0, live)
         self.token_row(loop, 0, live)
+        trie_kernels.chain_states(loop, 0, _ASCII, 1, 1)
+        row, cached = self.empty_words(), self.empty_words()
+        cached.flags.writeable = False  # as the cached rows it reads are
+        trie_kernels.trie_walk_via(loop, 0, live, 0, cached, _ASCII, *self._trie, self._row_ids, row)
+        self._pushdown_warm = False
+
+    def warm_up_pushdown(self) -> None:
+        """Load the kernels of context-free masks (once; see :meth:`_warm_up`). Idempotent."""
+        if not self.use_trie or self._pushdown_warm:
+            return
+        loop = np.zeros(256, np.int32)
+        live = np.ones(1, np.int8)
         one = self.empty_words()
         one[self._row_ids[0] >> 5] = np.uint32(1) << np.uint32(self._row_ids[0] & 31)
         self.lazy_token_walk(0, lambda state, byte: None, one)
@@ -164,14 +241,10 @@ class TokenIndex:
         self.candidate_walk(one)
         stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))
         self.pushdown_walk(automaton, stacks, 8, one)
-        ascii_ = np.zeros(256, np.bool_)
-        ascii_[:128] = True
-        trie_kernels.chain_states(loop, 0, ascii_, 1, 1)
-        row, cached = self.empty_words(), self.empty_words()
-        cached.flags.writeable = False  # as the cached rows it reads are
-        trie_kernels.trie_walk_via(loop, 0, live, 0, cached, ascii_, *self._trie, self._row_ids, row)
-        pda_kernels.frame_walk_via(loop, 0, automaton[-2], automaton[-1], 0, row, row, ascii_, *self._trie,
+        row = self.empty_words()
+        pda_kernels.frame_walk_via(loop, 0, automaton[-2], automaton[-1], 0, row, row, _ASCII, *self._trie,
                                    self._row_ids, row, row)
+        self._pushdown_warm = True
 
     def token_rank(self) -> np.ndarray:
         """int64 ``(vocab_size,)``: each token's rank in lexicographic order of its bytes (cached)."""

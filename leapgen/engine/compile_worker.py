@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import struct
 import subprocess
 import sys
@@ -91,21 +92,35 @@ class CompileWorker:
     Notes
     -----
     The process starts at once and sets itself up (imports, token index) in
-    the background. :meth:`compile` calls are serialized (one compile at a
-    time, as the grammar manager's single compile thread makes them).
+    the background, then says so (:meth:`is_ready`). :meth:`compile` calls
+    are serialized (one compile at a time, as the grammar manager's single
+    compile thread makes them); one made before the set-up ended waits for it.
     """
 
     def __init__(self, tokenizer_info: Any, cache_dir: str, niceness: int = 10,
-                 max_compile_seconds: float | None = None):
+                 max_compile_seconds: float | None = None, index_cache_dir: str | None = None):
         with open(Path(cache_dir) / _INFO_FILE, "wb") as f:
             pickle.dump(tokenizer_info, f, protocol=pickle.HIGHEST_PROTOCOL)
         env = dict(os.environ)
         package_root = str(Path(leapgen.errors.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         argv = [sys.executable, "-m", "leapgen.engine.compile_worker", cache_dir, str(niceness),
-                str(max_compile_seconds or 0)]
+                str(max_compile_seconds or 0), str(index_cache_dir or "")]
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._lock = threading.Lock()
+        self._ready = False
+
+    def is_ready(self) -> bool:
+        """Whether the worker has set itself up (its first message, read here; never blocks).
+        Until then the grammar manager compiles in its own process rather than wait."""
+        if not self._ready:
+            with self._lock:
+                if not self._ready and select.select([self._proc.stdout], [], [], 0)[0]:
+                    try:
+                        self._ready = _recv(self._proc.stdout) == "ready"
+                    except (EOFError, OSError, ValueError):
+                        return False
+        return self._ready
 
     def compile(self, method: str, args: tuple, kwargs: dict) -> bool:
         """Compile in the worker and wait (the caller's thread blocks on a
@@ -138,6 +153,8 @@ class CompileWorker:
             return False
         with self._lock:
             try:
+                if not self._ready:  # wait for the set-up to end (its "ready" message) first
+                    self._ready = _recv(self._proc.stdout) == "ready"
                 self._proc.stdin.write(struct.pack("<Q", len(data)) + data)
                 self._proc.stdin.flush()
                 result = _recv(self._proc.stdout)
@@ -156,7 +173,7 @@ class CompileWorker:
             self._proc.kill()
 
 
-def _serve(cache_dir: str, niceness: int, max_compile_seconds: float) -> None:
+def _serve(cache_dir: str, niceness: int, max_compile_seconds: float, index_cache_dir: str = "") -> None:
     """The worker's loop: read ``(method, args, kwargs)``, compile, answer
     ``("ok", is_regular)`` or ``("error", class name, args, attributes)``
     (an unexpected exception answers ``("ok", False)``: the engine then
@@ -169,8 +186,9 @@ def _serve(cache_dir: str, niceness: int, max_compile_seconds: float) -> None:
     from leapgen.compiler import GrammarCompiler
 
     with open(Path(cache_dir) / _INFO_FILE, "rb") as f:
-        compiler = GrammarCompiler(pickle.load(f), cache_dir=cache_dir,
-                                   max_compile_seconds=max_compile_seconds or None)
+        compiler = GrammarCompiler(pickle.load(f), cache_dir=cache_dir, max_compile_seconds=max_compile_seconds or None,
+                                   index_cache_dir=index_cache_dir or None)
+    _send(replies, "ready")
     while True:
         try:
             method, args, kwargs = _recv(requests)
@@ -187,4 +205,4 @@ def _serve(cache_dir: str, niceness: int, max_compile_seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]))
+    _serve(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:5])

@@ -95,30 +95,56 @@ class GrammarManager:
         self._peer_cache: OrderedDict[str, Any] = OrderedDict()
         self._seen_lock = threading.Lock()
         self._vocab_lock = threading.Lock()
+        self._setup_lock = threading.Lock()
 
     @property
     def compiler(self) -> Any:
         """The :class:`GrammarCompiler`, or the peer's
-        :class:`~leapgen.backends.GrammarBackend` (built on first use)."""
+        :class:`~leapgen.backends.GrammarBackend` (built on first use, thread-safe)."""
         if self._compiler is None:
-            _ = self.vocabulary
-            if self._compile_in_process:
-                import shutil
-                import tempfile
-                import weakref
-
-                cache_dir = tempfile.mkdtemp(prefix="leapgen-grammars-")
-                self._compiler = GrammarCompiler(self.tokenizer_info, cache_dir=cache_dir,
-                                                 max_compile_seconds=SERVE_COMPILE_SECONDS)
-                self._worker = CompileWorker(self.tokenizer_info, cache_dir, max_compile_seconds=SERVE_COMPILE_SECONDS)
-                weakref.finalize(self, _close_worker, self._worker, cache_dir, shutil.rmtree)
-            elif self.backend_name == "leapgen":
-                self._compiler = GrammarCompiler(self.tokenizer_info, max_compile_seconds=SERVE_COMPILE_SECONDS)
-            else:
-                from leapgen.backends import get_backend
-
-                self._compiler = get_backend(self.backend_name, self.tokenizer_info, hf_tokenizer=self._tokenizer)
+            with self._setup_lock:
+                if self._compiler is None:
+                    self._compiler = self._build_compiler()
         return self._compiler
+
+    def _build_compiler(self) -> Any:
+        """The vocabulary's set-up: its TokenizerInfo, then the compiler (with leapgen, the token index
+        read from ``$LEAPGEN_CACHE/token_index`` where an earlier process left it; the worker is
+        started first, so its own set-up overlaps this one)."""
+        _ = self.vocabulary
+        if self.backend_name != "leapgen":
+            from leapgen.backends import get_backend
+
+            return get_backend(self.backend_name, self.tokenizer_info, hf_tokenizer=self._tokenizer)
+        from leapgen.engine.model_loader import default_cache_dir
+
+        index_dir = str(default_cache_dir().parent / "token_index")
+        # no warm-up compile here: the first request compiles its own grammar (prepare() warms a server up)
+        if not self._compile_in_process:
+            return GrammarCompiler(self.tokenizer_info, max_compile_seconds=SERVE_COMPILE_SECONDS,
+                                   index_cache_dir=index_dir, warm_up=False)
+        import shutil
+        import tempfile
+        import weakref
+
+        cache_dir = tempfile.mkdtemp(prefix="leapgen-grammars-")
+        self._worker = CompileWorker(self.tokenizer_info, cache_dir, max_compile_seconds=SERVE_COMPILE_SECONDS,
+                                     index_cache_dir=index_dir)
+        weakref.finalize(self, _close_worker, self._worker, cache_dir, shutil.rmtree)
+        return GrammarCompiler(self.tokenizer_info, cache_dir=cache_dir, max_compile_seconds=SERVE_COMPILE_SECONDS,
+                               index_cache_dir=index_dir, warm_up=False)
+
+    def prepare(self, timeout: float = 60.0) -> None:
+        """Set the grammar layer up now (a server before it listens): the vocabulary, the compiler,
+        the mask kernels of both grammar kinds, and the compile worker's own set-up (waited for up to
+        ``timeout`` seconds), so that the first constrained request pays only its compile."""
+        compiler = self.compiler
+        if self.backend_name == "leapgen":
+            compiler.warm_up()
+            compiler.token_index.warm_up_pushdown()
+        deadline = time.monotonic() + timeout
+        while self._worker is not None and not self._worker.is_ready() and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     @property
     def vocabulary(self) -> Any:
@@ -232,22 +258,26 @@ class GrammarManager:
 
     def compile_async(self, params: SamplingParams) -> Future:
         """:meth:`compile` on the manager's compile thread (starts at once),
-        the work itself in the compile worker process when there is one.
+        the work itself in the compile worker process once it is set up (until
+        then, and without a worker, on the thread itself).
 
         Returns
         -------
         concurrent.futures.Future
             Resolves to ``(compiled, compile_ms)`` (compile_ms: wall time from
-            submission, queueing included), or raises what :meth:`compile`
+            submission: queueing included, and for the first grammar the
+            vocabulary's set-up, :attr:`compiler`), or raises what :meth:`compile`
             raises.
         """
-        _ = self.compiler  # per-model setup on the caller's thread, once
         if self._compile_pool is None:
-            self._compile_pool = ThreadPoolExecutor(1, thread_name_prefix="leapgen-compile")
+            with self._setup_lock:
+                if self._compile_pool is None:
+                    self._compile_pool = ThreadPoolExecutor(1, thread_name_prefix="leapgen-compile")
         submitted = time.perf_counter()
 
         def run():
-            if self._worker is not None:
+            _ = self.compiler  # the first request pays the set-up, timed
+            if self._worker is not None and self._worker.is_ready():
                 try:
                     self._worker.compile(*self._compile_call(params))  # a GrammarError is raised here
                 except CompileWorkerDied:

@@ -1,0 +1,190 @@
+"""Cold start: ``leapgen generate`` and ``leapgen serve`` in new processes, with and without a grammar.
+
+Usage (from the repository root)::
+
+    python benchmarks/bench_cold_start.py --runs 5
+    python benchmarks/bench_cold_start.py --runs 3 --no-serve --max-tokens 1 256
+
+``generate``: each run starts two new processes one after the other, the
+README's command (``--json-schema examples/schemas/order.json`` and its
+prompt) and the same command without the grammar (the baseline), at each
+``--max-tokens`` (1 isolates the start-up: the model load, the prompt, one
+token, and for the grammar its set-up and compile; 256 is the README's run,
+whose constrained output is shorter and mostly jumped forward). Reported per
+mode: the median wall time, the median CPU time (user + system, the load of
+other processes on a shared machine inflates wall times far more), the
+``compile`` figure of the summary line, and the difference with the
+baseline. The first constrained run may build the vocabulary's token index
+(``$LEAPGEN_CACHE/token_index``); ``--fresh-index`` removes it before the
+first run to show that case too.
+
+``serve``: a new ``leapgen serve`` (its start-up prepares the grammar layer),
+then three streamed chat requests one after another: the README's schema, a
+second schema, and the README's schema again (a compile-cache hit); TTFT is
+the time to the first content delta. Reported: each TTFT and the first one
+over the second one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "examples" / "schemas" / "order.json"
+PROMPT = (ROOT / "examples" / "prompts" / "order.txt").read_text("utf-8").strip()
+SECOND_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["name", "age", "city"],
+                 "properties": {"name": {"type": "string", "maxLength": 30}, "age": {"type": "integer", "minimum": 0},
+                                "city": {"type": "string"}}}
+SUMMARY = re.compile(r"\[leapgen\] (\d+) tokens .*compile (\d+) ms")
+
+
+def leapgen_command() -> list[str]:
+    """The ``leapgen`` console script of this interpreter's environment."""
+    script = Path(sys.executable).with_name("leapgen")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "leapgen.cli"]
+
+
+def run_generate(schema: bool, max_tokens: int) -> dict:
+    """One new ``leapgen generate`` process: wall s, CPU s, compile ms, tokens."""
+    cmd = leapgen_command() + ["generate", "--max-tokens", str(max_tokens)]
+    if schema:
+        cmd += ["--json-schema", str(SCHEMA)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd + [PROMPT], capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    got = SUMMARY.search(proc.stderr)
+    return {"wall_s": wall, "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "compile_ms": int(got.group(2)) if got else None, "tokens": int(got.group(1)) if got else None}
+
+
+def generate_table(runs: int, max_tokens: list[int], fresh_index: bool) -> str:
+    """Interleaved generate runs (grammar, baseline, grammar, ...) and their medians."""
+    if fresh_index:
+        root = os.environ.get("LEAPGEN_CACHE") or os.path.expanduser("~/.cache/leapgen")
+        shutil.rmtree(Path(root) / "token_index", ignore_errors=True)
+    rows, first = [], None
+    for m in max_tokens:
+        got = {True: [], False: []}
+        for r in range(runs):
+            for schema in (True, False):
+                res = run_generate(schema, m)
+                got[schema].append(res)
+                print(f"  max_tokens {m} run {r + 1} {'grammar' if schema else 'baseline'}: {res}", file=sys.stderr)
+                if first is None and schema:
+                    first = res
+        med = {k: {f: statistics.median(x[f] for x in v) for f in ("wall_s", "cpu_s")} for k, v in got.items()}
+        compiles = [x["compile_ms"] for x in got[True]]
+        rows.append(f"| {m} | {med[False]['wall_s']:.2f} | {med[True]['wall_s']:.2f} | "
+                    f"**{1e3 * (med[True]['wall_s'] - med[False]['wall_s']):+.0f}** | {med[False]['cpu_s']:.2f} | "
+                    f"{med[True]['cpu_s']:.2f} | **{1e3 * (med[True]['cpu_s'] - med[False]['cpu_s']):+.0f}** | "
+                    f"**{statistics.median(compiles):.0f}** ({', '.join(str(c) for c in compiles)}) | "
+                    f"{got[False][0]['tokens']} / {got[True][0]['tokens']} |")
+    head = ("| max tokens | baseline wall s | grammar wall s | wall difference ms | baseline CPU s | grammar CPU s | "
+            "CPU difference ms | compile ms, median (runs) | tokens baseline / grammar |\n"
+            "|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    note = ""
+    if fresh_index and first is not None:
+        note = (f"\n\nFirst constrained run, token index built (not on disk yet): wall {first['wall_s']:.2f} s, "
+                f"compile {first['compile_ms']} ms.")
+    return head + "\n" + "\n".join(rows) + note
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ttft(port: int, schema: dict) -> float:
+    """Seconds from sending a streamed chat request to its first content delta."""
+    body = json.dumps({"model": "default", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32,
+                       "stream": True, "response_format": {"type": "json_schema",
+                                                           "json_schema": {"name": "x", "schema": schema}}})
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    t = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise SystemExit(f"serve answered {resp.status}: {resp.read()[:500]!r}")
+    ttft = None
+    for line in resp:
+        line = line.strip()
+        if not line.startswith(b"data:") or line == b"data: [DONE]":
+            continue
+        delta = json.loads(line[5:])["choices"][0].get("delta", {})
+        if ttft is None and delta.get("content"):
+            ttft = time.perf_counter() - t
+    conn.close()
+    return ttft if ttft is not None else float("nan")
+
+
+def serve_table(runs: int) -> str:
+    """New servers, three requests each: the README schema, another, the README schema again."""
+    rows, ratios = [], []
+    for r in range(runs):
+        port = _free_port()
+        proc = subprocess.Popen(leapgen_command() + ["serve", "--port", str(port)], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 300
+            while True:
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                    conn.request("GET", "/health")
+                    if conn.getresponse().status == 200:
+                        break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit("leapgen serve did not come up")
+                time.sleep(0.2)
+            readme = json.loads(SCHEMA.read_text("utf-8"))
+            t1, t2, t3 = _ttft(port, readme), _ttft(port, SECOND_SCHEMA), _ttft(port, readme)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+        ratios.append(t1 / t2)
+        rows.append(f"| {r + 1} | {1e3 * t1:.0f} | {1e3 * t2:.0f} | {1e3 * t3:.0f} | **{t1 / t2:.2f}** |")
+        print(f"  serve run {r + 1}: {rows[-1]}", file=sys.stderr)
+    return ("| server | TTFT 1st (README schema) ms | TTFT 2nd (another schema) ms | TTFT 3rd (README schema again) ms "
+            "| 1st / 2nd |\n|---:|---:|---:|---:|---:|\n" + "\n".join(rows)
+            + f"\n\nMedian 1st / 2nd: **{statistics.median(ratios):.2f}**")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=5, help="runs per mode (interleaved)")
+    p.add_argument("--max-tokens", type=int, nargs="+", default=[1, 256], help="generate's --max-tokens values")
+    p.add_argument("--fresh-index", action="store_true", help="remove the token index cache before the first run")
+    p.add_argument("--no-generate", action="store_true")
+    p.add_argument("--no-serve", action="store_true")
+    args = p.parse_args(argv)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
+    if not args.no_generate:
+        print("\n#### leapgen generate, new processes (medians of %d interleaved runs)\n" % args.runs)
+        print(generate_table(args.runs, args.max_tokens, args.fresh_index))
+    if not args.no_serve:
+        print("\n#### leapgen serve: first constrained requests of new servers\n")
+        print(serve_table(args.runs))
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
