@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ def load(path: Path) -> tuple[dict, dict[str, np.ndarray]] | None:
         with np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
         meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
-    except (OSError, ValueError, KeyError, EOFError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     return meta, arrays
 

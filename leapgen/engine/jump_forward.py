@@ -68,6 +68,7 @@ def try_jump_forward(
     *,
     max_tokens: int,
     healing: TokenHealing | None = None,
+    min_chars: int = 1,
 ) -> JumpForward | None:
     """Append the grammar's forced continuation to the output, if any.
 
@@ -89,11 +90,15 @@ def try_jump_forward(
         When given, the last new token is held back (not appended) if it lies
         wholly inside the forced text and the grammar allows a longer token
         starting with its bytes (see :mod:`leapgen.engine.token_healing`).
+    min_chars : int, default 1
+        Forced text shorter than this many characters is not jumped (sampled
+        instead; SGLang skips jumps of one character). See
+        :data:`leapgen.engine.llm_engine.JUMP_FORWARD_MIN_CHARS`.
 
     Returns
     -------
     JumpForward or None
-        None when nothing is forced, when the retokenization adds no token,
+        None when nothing (or less than ``min_chars``) is forced, when the retokenization adds no token,
         when the matcher rejects the new ids, or when healing holds back the
         only forced token (then nothing changed and the engine samples this
         step as usual).
@@ -106,7 +111,7 @@ def try_jump_forward(
         request).
     """
     forced = matcher.find_jump_forward_string()
-    if not forced:
+    if not forced or len(forced) < min_chars:
         return None
     old = list(output_ids)
     encoded = list(encode(output_text + forced))

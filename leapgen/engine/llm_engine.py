@@ -42,6 +42,9 @@ from leapgen.engine.scheduler import Scheduler
 from leapgen.engine.stats import EngineStats
 from leapgen.errors import StackDepthError
 
+#: The shortest forced text (characters) jumped forward (see ``benchmarks/bench_jump_min.py``).
+JUMP_FORWARD_MIN_CHARS = 1
+
 
 class LLM:
     """Generate text with a causal LM, optionally constrained by a JSON
@@ -82,10 +85,12 @@ class LLM:
         with native bfloat16 units (AMX, AVX512-BF16), where it makes
         prefill ~2.4x faster; "float32" keeps every token in float32. See
         :class:`~leapgen.engine.model_runner.ModelRunner`.
+    jump_forward_min_chars : int, default :data:`JUMP_FORWARD_MIN_CHARS`
+        Forced text shorter than this is sampled, not jumped forward.
 
     Attributes
     ----------
-    tokenizer, model_runner, stop_token_ids, scheduler, stats, grammar, prefix_cache
+    tokenizer, model_runner, stop_token_ids, scheduler, stats, grammar, prefix_cache, jump_forward_min_chars
     step_trace : collections.deque of dict
         The last 256 steps that ran a forward pass, oldest first: ``step``,
         ``num_forward`` (sequences in the forward), ``num_masked`` (bitmask
@@ -98,7 +103,7 @@ class LLM:
     leapgen.engine.model_loader.ModelLoadError
         If the model cannot be loaded.
     ValueError, ImportError
-        Unknown or not installed ``grammar_backend``; unknown ``prefill_dtype``.
+        Unknown or not installed ``grammar_backend``; unknown ``prefill_dtype``; ``jump_forward_min_chars`` < 1.
 
     Examples
     --------
@@ -111,7 +116,10 @@ class LLM:
     def __init__(self, model: str = DEFAULT_MODEL, *, cache_dir: Any = None, num_threads: int | None = None,
                  loaded: LoadedModel | None = None, max_running: int = 16, kv_token_budget: int = 65536,
                  prefix_cache_tokens: int = 4096, grammar_backend: str = "leapgen", compile_in_process: bool = True,
-                 prefill_dtype: Any = "auto"):
+                 prefill_dtype: Any = "auto", jump_forward_min_chars: int = JUMP_FORWARD_MIN_CHARS):
+        if isinstance(jump_forward_min_chars, bool) or not isinstance(jump_forward_min_chars, int) \
+                or jump_forward_min_chars < 1:
+            raise ValueError(f"jump_forward_min_chars must be an int >= 1, got {jump_forward_min_chars!r}")
         configure_threads(num_threads)
         self.loaded = loaded if loaded is not None else load_model(model, cache_dir=cache_dir)
         self.tokenizer = self.loaded.tokenizer
@@ -124,6 +132,7 @@ class LLM:
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
         self.step_trace: deque[dict] = deque(maxlen=256)
         self._ids = itertools.count()
+        self.jump_forward_min_chars = jump_forward_min_chars
 
     @property
     def load_s(self) -> float:
@@ -507,7 +516,7 @@ class LLM:
         except UnicodeDecodeError:
             return False  # the output ends inside a UTF-8 character: sample this step
         jump = try_jump_forward(req.matcher, req.output_ids, text, self._encode, max_tokens=req.params.max_tokens,
-                                healing=self.grammar.healing)
+                                healing=self.grammar.healing, min_chars=self.jump_forward_min_chars)
         if jump is None:
             return False
         keep = req.replace_output(jump.new_ids, jump.common_prefix)

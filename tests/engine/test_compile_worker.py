@@ -39,3 +39,16 @@ def test_a_dead_worker_is_reported(worker):
     worker._proc.wait()
     with pytest.raises(CompileWorkerDied):
         worker.compile("compile_regex", ("ab",), {})
+
+
+def test_the_worker_says_when_it_is_set_up(worker):
+    """``is_ready`` never blocks, turns True once the worker has set itself up, and the compiles after
+    it still get their own replies."""
+    import time
+
+    deadline = time.monotonic() + 120
+    while not worker.is_ready():
+        assert time.monotonic() < deadline, "the worker never got ready"
+        time.sleep(0.05)
+    assert worker.is_ready()
+    assert worker.compile("compile_regex", ("(ab|cat)+",), {}) is True

@@ -92,6 +92,22 @@ def test_nothing_forced_returns_none(matcher, encode):
     assert matcher.num_accepted_tokens == before
 
 
+def test_forced_text_shorter_than_min_chars_is_not_jumped(matcher, encode, vocab):
+    """``min_chars``: ``{"name": "`` (10 characters) is jumped at 10 and not at 11; after the
+    name and its quote, ``, "n": `` (7 characters) at 7 and not at 8."""
+    assert try_jump_forward(matcher, [], "", encode, max_tokens=100, min_chars=11) is None
+    assert matcher.num_accepted_tokens == 0
+    assert try_jump_forward(matcher, [], "", encode, max_tokens=100, min_chars=10).forced_text == '{"name": "'
+    _accept(matcher, [vocab[b"cat"]])
+    text = '{"name": "cat'
+    ids = encode('{"name": "') + [vocab[b"cat"]]
+    assert matcher.find_jump_forward_string() == ""  # a name may go on: nothing forced yet
+    assert matcher.accept_token(vocab[b'"'])
+    ids, text = ids + [vocab[b'"']], text + '"'
+    assert try_jump_forward(matcher, ids, text, encode, max_tokens=100, min_chars=8) is None  # ', "n": ' is 7
+    assert try_jump_forward(matcher, ids, text, encode, max_tokens=100, min_chars=7).forced_text == ', "n": '
+
+
 def test_max_tokens_cuts_the_new_output(matcher, encode):
     jump = try_jump_forward(matcher, [], "", encode, max_tokens=2)
     assert jump.new_ids == encode('{"name": "')[:2]

@@ -143,6 +143,14 @@ def test_generate_argument_errors(llm):
         llm.generate("hi", SamplingParams(stop_token_ids=[10**6]))
 
 
+def test_jump_forward_min_chars_is_checked_before_the_model_loads():
+    from leapgen.engine import LLM
+
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="jump_forward_min_chars"):
+            LLM(jump_forward_min_chars=bad)
+
+
 def test_a_failed_generate_leaves_nothing_queued(llm):
     with pytest.raises(ValueError):
         llm.generate(["fine", ""], SamplingParams(max_tokens=2), chat=False)

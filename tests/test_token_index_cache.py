@@ -1,0 +1,87 @@
+"""Issue 19: the token index kept on disk across processes, and the walks' jumps to a LOOP state's row
+(a JSON string's escapes) give the masks of the plain walks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leapgen.compiler import index_cache, trie_kernels
+from leapgen.compiler.token_index import TokenIndex
+
+
+def _same_index(a: TokenIndex, b: TokenIndex) -> None:
+    assert all(np.array_equal(x, y) for x, y in zip(a._trie, b._trie))
+    assert np.array_equal(a._row_ids, b._row_ids) and np.array_equal(a._trie_pos, b._trie_pos)
+    assert [s.name for s in a.token_slices] == [s.name for s in b.token_slices]
+    for s, t in zip(a.token_slices, b.token_slices):
+        assert s.count == t.count and np.array_equal(s.upto, t.upto) and np.array_equal(s.every, t.every)
+        for x, y in ((s.outside_trie, t.outside_trie), (s.rest_trie, t.rest_trie), (s.loop_trie, t.loop_trie)):
+            assert (x is None) == (y is None)
+            assert x is None or all(np.array_equal(p, q) for p, q in zip(x, y))
+
+
+def test_a_cached_index_is_read_back_whole_and_not_built(tmp_path, monkeypatch, grammar_compiler):
+    info = grammar_compiler("gpt2").tokenizer_info
+    built = TokenIndex(info, cache_dir=tmp_path)
+    (path,) = tmp_path.glob("*.npz")
+    assert path == index_cache.path_for(tmp_path, info.fingerprint)
+
+    def no_build(*args):
+        raise AssertionError("the trie was built, not read")
+
+    monkeypatch.setattr(trie_kernels, "build_trie", no_build)
+    read = TokenIndex(info, cache_dir=tmp_path)
+    _same_index(read, built)
+    assert not read.token_slices[0].upto.flags.writeable  # as built: one numba signature
+    loop = np.zeros(256, np.int32)
+    live = np.ones(1, np.int8)
+    assert np.array_equal(read.token_row(loop, 0, live), built.token_row(loop, 0, live))
+
+
+def test_a_damaged_cache_file_is_a_miss(tmp_path, grammar_compiler):
+    info = grammar_compiler("gpt2").tokenizer_info
+    TokenIndex(info, cache_dir=tmp_path)
+    (path,) = tmp_path.glob("*.npz")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    again = TokenIndex(info, cache_dir=tmp_path)  # rebuilt and written again
+    _same_index(again, grammar_compiler("gpt2").token_index)
+    assert index_cache.load(path) is not None
+
+
+ESCAPES = [b'{"s":"', b'{"s":"ab\\', b'{"s":"ab\\u', b'{"s":"ab\\u0', b'{"s":"ab\\u00e', b'{"s":"x\\u00e9', b'{"s":"\\n']
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama3"])
+def test_rows_that_jump_to_a_loop_state_equal_the_plain_walk(grammar_compiler, family):
+    """Regular grammar: the rows of a JSON string's escape states (the walk jumps to the body's row
+    after ``\\`` + letter or ``\\u`` + four hex digits) equal a walk that never jumps."""
+    compiler = grammar_compiler(family)
+    compiled = compiler.compile_json_schema({"type": "object", "properties": {"s": {"type": "string"}},
+                                             "required": ["s"], "additionalProperties": False},
+                                            any_whitespace=False)
+    index = compiler.token_index
+    for prefix in ESCAPES:
+        state = compiled.walk(compiled.start_state, prefix)
+        got = compiled.bitmask_row(state)[0].view(np.uint32).copy()
+        index.set_stop_bits(got, False)
+        plain = index.token_row(compiled.trans_flat, state, np.ones(compiled.n_states, np.int8))
+        assert np.array_equal(got, plain), prefix
+    assert compiled._loops.target and any(t >= 0 for t in compiled._loops.target.values())  # it did jump
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama3"])
+def test_frame_sorts_that_jump_equal_the_plain_sorts(grammar_compiler, family):
+    """Context-free grammar: every frame of the builtin JSON grammar sorted with jumps to LOOP states
+    (its string rule's escapes) equals its sort without them."""
+    compiled = grammar_compiler(family).compile_builtin_json_grammar()
+    index = compiled.token_index
+    live = np.ones(len(compiled.pda.has_bytes_flat), np.int8)
+    jumped = 0
+    for g in np.flatnonzero(compiled.pda.has_bytes_flat).tolist():
+        sort = compiled._frame_sort(g)
+        plain = index.frame_sets(compiled._automaton, g, live)
+        assert np.array_equal(sort[0], plain[0]) and np.array_equal(sort[1], plain[1]), g
+        assert sort[2] >= plain[2]
+        jumped += compiled._loops.target.get(g, -1) >= 0
+    assert jumped  # the escapes' frames did jump
