@@ -48,6 +48,8 @@ class Job:
         or from the progress log of a resumed run): not run again.
     failed : set of int
         The grammars of ``done`` that failed.
+    freeze : bool
+        ``gc.freeze()`` after the warm-up, as ``leapgen serve`` does after its start-up.
     """
 
     backend: str
@@ -60,6 +62,7 @@ class Job:
     backend_options: dict = field(default_factory=dict)
     done: set = field(default_factory=set)
     failed: set = field(default_factory=set)
+    freeze: bool = True
 
 
 def _rss_mib(field_name: str = "VmRSS") -> float:
@@ -246,6 +249,9 @@ def worker_main(job: Job, conn) -> None:
     record_states = job.backend == "leapgen"
     for grammar, token_lists in job.warmup:
         walk(backend, compile_grammar(backend, grammar, job.strict), token_lists, stop_id, record_states=False)
+    if job.freeze:  # as leapgen serve does after its start-up: the imports' ~300k objects out of full collections
+        gc.collect()
+        gc.freeze()
     pauses = GcPauses()
     gc.callbacks.append(pauses)
     handles = []  # (compiled, token ids) of the fixed grammars, for the batch fill
