@@ -13,6 +13,7 @@ from leapgen.compiler.token_index import TokenIndex
 def _same_index(a: TokenIndex, b: TokenIndex) -> None:
     assert all(np.array_equal(x, y) for x, y in zip(a._trie, b._trie))
     assert np.array_equal(a._row_ids, b._row_ids) and np.array_equal(a._trie_pos, b._trie_pos)
+    assert np.array_equal(a._lex_order, b._lex_order)  # the free-text slice's builds read it
     assert [s.name for s in a.token_slices] == [s.name for s in b.token_slices]
     for s, t in zip(a.token_slices, b.token_slices):
         assert s.count == t.count and np.array_equal(s.upto, t.upto) and np.array_equal(s.every, t.every)

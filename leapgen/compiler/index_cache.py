@@ -21,11 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
+from leapgen.compiler.token_slices import TokenSlice
 from leapgen.version import __version__
 
 #: The files whose code decides what the cached arrays hold.
 _LAYOUT_FILES = ("token_index.py", "token_slices.py", "trie_kernels.py", "index_cache.py")
 _layout: str | None = None
+_TRIE_FIELDS = 11  # arrays of trie_kernels.build_trie
 
 
 def layout_key() -> str:
@@ -72,3 +74,54 @@ def save(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None:
             raise
     except OSError:
         pass
+
+
+def save_index(cache_dir: str | os.PathLike, fingerprint: str, vocab_size: int, arrays: dict[str, np.ndarray],
+               trie: tuple, slices: list[TokenSlice] | None) -> None:
+    """Keep one vocabulary's index under ``cache_dir``: named ``arrays``, the trie
+    (:func:`~leapgen.compiler.trie_kernels.build_trie`'s arrays) and the token slices (None: built
+    without slices). A failure to write is ignored."""
+    arrays = dict(arrays)
+    arrays.update({f"trie{k}": a for k, a in enumerate(trie)})
+    kept = []
+    for n, sl in enumerate(slices or ()):
+        arrays[f"s{n}_upto"] = np.concatenate((sl.upto, sl.every[None]))
+        arrays.update({f"s{n}_dfa{k}": a for k, a in enumerate(sl.char_dfa)})
+        for label, sub in (("out", sl.outside_trie), ("rest", sl.rest_trie), ("loop", sl.loop_trie)):
+            if sub is not None:
+                arrays.update({f"s{n}_{label}{k}": a for k, a in enumerate(sub)})
+        if sl.loop_ids is not None:
+            arrays[f"s{n}_loop_ids"] = sl.loop_ids
+        kept.append({"name": sl.name, "count": sl.count, "rest": sl.rest_trie is not None,
+                     "loop": sl.loop_trie is not None})
+    meta = {"vocab_size": vocab_size, "slices": kept if slices is not None else None}
+    save(path_for(cache_dir, fingerprint), meta, arrays)
+
+
+def load_index(cache_dir: str | os.PathLike, fingerprint: str, vocab_size: int,
+               use_slices: bool) -> tuple[dict[str, np.ndarray], tuple, list[TokenSlice]] | None:
+    """What :func:`save_index` kept: ``(arrays, trie, slices)`` (the slices' bitsets read-only, as
+    built), or None on a miss (no file, one that does not read back whole, another vocabulary size,
+    or slices where none are wanted or the other way round)."""
+    got = load(path_for(cache_dir, fingerprint))
+    if got is None:
+        return None
+    meta, a = got
+    if meta.get("vocab_size") != vocab_size or (meta.get("slices") is not None) != use_slices:
+        return None
+    try:
+        trie = lambda prefix: tuple(a[f"{prefix}{k}"] for k in range(_TRIE_FIELDS))  # noqa: E731
+        slices = []
+        for n, m in enumerate(meta["slices"] or ()):
+            upto = a[f"s{n}_upto"]
+            upto.setflags(write=False)  # as built: read-only bitsets (one numba signature)
+            slices.append(TokenSlice(m["name"], upto[:-1], upto[-1], m["count"],
+                                     tuple(a[f"s{n}_dfa{k}"] for k in range(5)), trie(f"s{n}_out"),
+                                     trie(f"s{n}_rest") if m["rest"] else None,
+                                     trie(f"s{n}_loop") if m["loop"] else None,
+                                     a[f"s{n}_loop_ids"] if m["loop"] else None))
+        main_trie = trie("trie")
+        named = {k: a[k] for k in ("byte_matrix", "byte_lengths", "row_ids", "trie_pos", "lex_order")}
+    except KeyError:
+        return None
+    return named, main_trie, slices

@@ -160,55 +160,24 @@ class TokenIndex:
         if use_slices:
             self.token_slices = build_slices(mat, lens, order, self._row_ids, self.bitmask_words)
 
-    _TRIE_FIELDS = 11  # arrays of build_trie
-
     def _save(self, cache_dir, tokenizer_info: TokenizerInfo, use_slices: bool) -> None:
         arrays = {"byte_matrix": self._byte_matrix, "byte_lengths": self._byte_lengths, "row_ids": self._row_ids,
                   "trie_pos": self._trie_pos, "lex_order": self._lex_order}
-        arrays.update({f"trie{k}": a for k, a in enumerate(self._trie)})
-        slices = []
-        for n, sl in enumerate(self.token_slices):
-            arrays[f"s{n}_upto"] = np.concatenate((sl.upto, sl.every[None]))
-            arrays.update({f"s{n}_dfa{k}": a for k, a in enumerate(sl.char_dfa)})
-            for label, trie in (("out", sl.outside_trie), ("rest", sl.rest_trie), ("loop", sl.loop_trie)):
-                if trie is not None:
-                    arrays.update({f"s{n}_{label}{k}": a for k, a in enumerate(trie)})
-            if sl.loop_ids is not None:
-                arrays[f"s{n}_loop_ids"] = sl.loop_ids
-            slices.append({"name": sl.name, "count": sl.count, "rest": sl.rest_trie is not None,
-                           "loop": sl.loop_trie is not None})
-        meta = {"vocab_size": self.vocab_size, "slices": slices if use_slices else None}
-        index_cache.save(index_cache.path_for(cache_dir, tokenizer_info.fingerprint), meta, arrays)
+        index_cache.save_index(cache_dir, tokenizer_info.fingerprint, self.vocab_size, arrays, self._trie,
+                               self.token_slices if use_slices else None)
 
     def _load(self, cache_dir, tokenizer_info: TokenizerInfo, use_slices: bool) -> bool:
         """Read the trie and the slices from ``cache_dir``; False (nothing set) on a miss."""
         if cache_dir is None:
             return False
-        got = index_cache.load(index_cache.path_for(cache_dir, tokenizer_info.fingerprint))
+        got = index_cache.load_index(cache_dir, tokenizer_info.fingerprint, self.vocab_size, use_slices)
         if got is None:
             return False
-        meta, a = got
-        if meta.get("vocab_size") != self.vocab_size or (meta.get("slices") is not None) != use_slices:
-            return False
-        try:
-            trie = lambda prefix: tuple(a[f"{prefix}{k}"] for k in range(self._TRIE_FIELDS))  # noqa: E731
-            self._trie = trie("trie")
-            self._byte_matrix, self._byte_lengths = a["byte_matrix"], a["byte_lengths"]
-            self._byte_matrix.setflags(write=False)  # as TokenizerInfo.token_byte_matrix gives them
-            self._byte_lengths.setflags(write=False)
-            self._row_ids, self._trie_pos, self._lex_order = a["row_ids"], a["trie_pos"], a["lex_order"]
-            slices = []
-            for n, m in enumerate(meta["slices"] or ()):
-                upto = a[f"s{n}_upto"]
-                upto.setflags(write=False)  # as built: read-only bitsets (one numba signature)
-                slices.append(TokenSlice(m["name"], upto[:-1], upto[-1], m["count"],
-                                         tuple(a[f"s{n}_dfa{k}"] for k in range(5)), trie(f"s{n}_out"),
-                                         trie(f"s{n}_rest") if m["rest"] else None,
-                                         trie(f"s{n}_loop") if m["loop"] else None,
-                                         a[f"s{n}_loop_ids"] if m["loop"] else None))
-        except KeyError:
-            return False
-        self.token_slices = slices
+        arrays, self._trie, self.token_slices = got
+        self._byte_matrix, self._byte_lengths = arrays["byte_matrix"], arrays["byte_lengths"]
+        self._byte_matrix.setflags(write=False)  # as TokenizerInfo.token_byte_matrix gives them
+        self._byte_lengths.setflags(write=False)
+        self._row_ids, self._trie_pos, self._lex_order = arrays["row_ids"], arrays["trie_pos"], arrays["lex_order"]
         return True
 
     def _warm_up(self) -> None:
