@@ -69,6 +69,7 @@ def try_jump_forward(
     max_tokens: int,
     healing: TokenHealing | None = None,
     min_chars: int = 1,
+    text: str | None = None,
 ) -> JumpForward | None:
     """Append the grammar's forced continuation to the output, if any.
 
@@ -94,6 +95,10 @@ def try_jump_forward(
         Forced text shorter than this many characters is not jumped (sampled
         instead; SGLang skips jumps of one character). See
         :data:`leapgen.engine.llm_engine.JUMP_FORWARD_MIN_CHARS`.
+    text : str or None, default None
+        Append this text instead of the grammar's forced string (the engine
+        ending a reasoning model's thinking); no healing then. The matcher
+        must accept it.
 
     Returns
     -------
@@ -110,9 +115,11 @@ def try_jump_forward(
         retokenization (its state is then unknown; the engine fails the
         request).
     """
-    forced = matcher.find_jump_forward_string()
-    if not forced or len(forced) < min_chars:
+    forced = matcher.find_jump_forward_string() if text is None else text
+    if not forced or (text is None and len(forced) < min_chars):
         return None
+    if text is not None:
+        healing = None
     old = list(output_ids)
     encoded = list(encode(output_text + forced))
     new = encoded[:max_tokens]

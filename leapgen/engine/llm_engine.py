@@ -27,8 +27,9 @@ from typing import Any, Sequence
 import torch
 
 from leapgen.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+from leapgen.engine.chat.plan import ChatSettings
 from leapgen.engine.grammar_manager import GrammarManager
-from leapgen.engine.jump_forward import try_jump_forward
+from leapgen.engine.jump_forward import JumpForward, common_prefix_length, try_jump_forward
 from leapgen.engine.logprobs import entry_of, output_entries, prompt_rows_needed, rows_needed, score_batch
 from leapgen.engine.model_loader import DEFAULT_MODEL, LoadedModel, configure_threads, load_model
 from leapgen.engine.model_runner import ModelRunner
@@ -87,10 +88,21 @@ class LLM:
         :class:`~leapgen.engine.model_runner.ModelRunner`.
     jump_forward_min_chars : int, default :data:`JUMP_FORWARD_MIN_CHARS`
         Forced text shorter than this is sampled, not jumped forward.
+    tool_call_format : str or None, default None
+        How the model writes tool calls (:meth:`chat`): ``"hermes"``,
+        ``"llama3_json"`` or ``"mistral"``; None: the one its chat template
+        names (Hermes when it names none). See
+        :mod:`leapgen.engine.chat.tool_formats`.
+    reasoning_parser : str or None, default None
+        ``"qwen3"`` or ``"deepseek_r1"``: :meth:`chat` outputs start with
+        the model's thinking, free of the grammar, returned apart
+        (``reasoning_content``). See :mod:`leapgen.engine.chat.reasoning`.
 
     Attributes
     ----------
     tokenizer, model_runner, stop_token_ids, scheduler, stats, grammar, prefix_cache, jump_forward_min_chars
+    chat_settings : leapgen.engine.chat.plan.ChatSettings
+        The chat template, tool-call format and reasoning parser.
     step_trace : collections.deque of dict
         The last 256 steps that ran a forward pass, oldest first: ``step``,
         ``num_forward`` (sequences in the forward), ``num_masked`` (bitmask
@@ -116,7 +128,8 @@ class LLM:
     def __init__(self, model: str = DEFAULT_MODEL, *, cache_dir: Any = None, num_threads: int | None = None,
                  loaded: LoadedModel | None = None, max_running: int = 16, kv_token_budget: int = 65536,
                  prefix_cache_tokens: int = 4096, grammar_backend: str = "leapgen", compile_in_process: bool = True,
-                 prefill_dtype: Any = "auto", jump_forward_min_chars: int = JUMP_FORWARD_MIN_CHARS):
+                 prefill_dtype: Any = "auto", jump_forward_min_chars: int = JUMP_FORWARD_MIN_CHARS,
+                 tool_call_format: str | None = None, reasoning_parser: str | None = None):
         if isinstance(jump_forward_min_chars, bool) or not isinstance(jump_forward_min_chars, int) \
                 or jump_forward_min_chars < 1:
             raise ValueError(f"jump_forward_min_chars must be an int >= 1, got {jump_forward_min_chars!r}")
@@ -133,6 +146,8 @@ class LLM:
         self.step_trace: deque[dict] = deque(maxlen=256)
         self._ids = itertools.count()
         self.jump_forward_min_chars = jump_forward_min_chars
+        self.chat_settings = ChatSettings(self.tokenizer, tool_call_format=tool_call_format,
+                                          reasoning_parser=reasoning_parser)
 
     @property
     def load_s(self) -> float:
@@ -191,6 +206,60 @@ class LLM:
         while any(not r.is_finished for r in requests):
             self.step()
         return [self.get_output(r) for r in requests]
+
+    def chat(self, messages: Sequence[dict] | Sequence[Sequence[dict]], params: SamplingParams | None = None, *,
+             tools: Sequence[dict] | None = None, tool_choice: Any = None, parallel_tool_calls: bool = True,
+             chat_template_kwargs: dict | None = None, max_reasoning_tokens: int | None = None) -> list:
+        """Complete conversations with OpenAI's tool calling and a reasoning
+        model's thinking split off (all in one continuous batch).
+
+        Parameters
+        ----------
+        messages : list of dict, or list of such lists
+            One conversation or several (OpenAI's messages: assistant
+            ``tool_calls`` with ``content`` None, ``tool`` messages with
+            ``tool_call_id``, text parts).
+        params : SamplingParams or None, default None
+            For every conversation; its grammar (if any) applies after the
+            thinking and cannot go with tool calls.
+        tools : list of dict or None
+            OpenAI's function tools (``{"type": "function", "function":
+            {"name", "description", "parameters", "strict"}}``).
+        tool_choice : str, dict or None
+            ``"none"``, ``"auto"`` (default with tools), ``"required"``, or
+            ``{"type": "function", "function": {"name": ...}}``.
+        parallel_tool_calls : bool, default True
+            False: at most one call.
+        chat_template_kwargs : dict or None
+            Extra variables of the chat template (``{"enable_thinking": False}``).
+        max_reasoning_tokens : int or None
+            Most tokens of thinking (with a ``reasoning_parser``).
+
+        Returns
+        -------
+        list of ChatOutput
+            ``params.n`` per conversation, in order: ``message`` (OpenAI's
+            assistant message: ``content``, ``tool_calls``,
+            ``reasoning_content``), ``finish_reason`` (``"tool_calls"`` when
+            it called), ``output`` (the :class:`RequestOutput`).
+
+        Raises
+        ------
+        ValueError
+            Bad tools or tool_choice (:class:`~leapgen.engine.chat.tools.ToolsError`,
+            naming the field and the JSON pointer), a conversation the chat
+            template refuses, tools with a grammar.
+        """
+        from leapgen.engine.chat.plan import chat_output
+
+        params = SamplingParams() if params is None else params
+        conversations = [messages] if not messages or isinstance(messages[0], dict) else list(messages)
+        plans = [self.chat_settings.plan(c, params, tools=tools, tool_choice=tool_choice,
+                                         parallel_tool_calls=parallel_tool_calls,
+                                         chat_template_kwargs=chat_template_kwargs,
+                                         max_reasoning_tokens=max_reasoning_tokens) for c in conversations]
+        outs = self.generate([p.prompt_ids for p in plans], [p.params for p in plans])
+        return [chat_output(out, plans[k // params.n].parser) for k, out in enumerate(outs)]
 
     @property
     def max_context_tokens(self) -> int | None:
@@ -491,6 +560,12 @@ class LLM:
         if len(req.output_ids) >= params.max_tokens:
             self._finish(req, FinishReason.LENGTH)
             return
+        if params.max_reasoning_tokens is not None and not req.reasoning_done and self._bound_reasoning(req):
+            if self._hit_stop_string(req):
+                return
+            if len(req.output_ids) >= params.max_tokens:
+                self._end(req, FinishReason.LENGTH)
+                return
         if params.jump_forward and req.matcher is not None:
             if self._jump_forward(req) and not self._hit_stop_string(req):
                 if len(req.output_ids) >= params.max_tokens:
@@ -508,15 +583,34 @@ class LLM:
         self._end(req, FinishReason.STOP)
         return True
 
-    def _jump_forward(self, req: Request) -> bool:
-        """Append the forced text to ``req``; True if its output changed."""
+    def _bound_reasoning(self, req: Request) -> bool:
+        """``params.max_reasoning_tokens`` output tokens and no
+        ``params.reasoning_end`` in the text: append it (forced, not
+        sampled); once it is there, stop looking. True if it appended."""
+        end = req.params.reasoning_end
+        if end in self.decode(req.output_ids):
+            req.reasoning_done = True
+        elif len(req.output_ids) >= req.params.max_reasoning_tokens and self._jump_forward(req, end):
+            req.reasoning_done = True  # (the matcher took it; else the next step tries again)
+            return True
+        return False
+
+    def _jump_forward(self, req: Request, forced: str | None = None) -> bool:
+        """Append the grammar's forced text (or ``forced``) to ``req``; True
+        if its output changed."""
         token_bytes = self.grammar.token_text_bytes  # a structural tag's marker tokens included
         try:
             text = b"".join(token_bytes[t] for t in req.output_ids).decode("utf-8")
         except UnicodeDecodeError:
             return False  # the output ends inside a UTF-8 character: sample this step
-        jump = try_jump_forward(req.matcher, req.output_ids, text, self._encode, max_tokens=req.params.max_tokens,
-                                healing=self.grammar.healing, min_chars=self.jump_forward_min_chars)
+        if req.matcher is None:  # (only ``forced``: an unconstrained request has nothing forced)
+            new = self._encode(text + forced)[:req.params.max_tokens]
+            common = common_prefix_length(req.output_ids, new)
+            jump = JumpForward(forced, new, common) if len(new) > common else None
+        else:
+            jump = try_jump_forward(req.matcher, req.output_ids, text, self._encode,
+                                    max_tokens=req.params.max_tokens, healing=self.grammar.healing,
+                                    min_chars=self.jump_forward_min_chars, text=forced)
         if jump is None:
             return False
         keep = req.replace_output(jump.new_ids, jump.common_prefix)

@@ -48,24 +48,40 @@ def build_prompt_ids(tokenizer: Any, prompt: str | list[dict] | list[int], *, ch
     elif not isinstance(prompt, str):
         raise ValueError(f"a prompt must be a str, got {type(prompt).__name__}")
     for i, text in enumerate([m["content"] for m in messages] if messages is not None else [prompt]):
-        lone = _LONE_SURROGATE.search(text)
-        if lone is not None:
-            place = f"messages[{i}].content" if messages is not None else "the prompt"
-            raise ValueError(f"{place} holds a lone UTF-16 surrogate U+{ord(lone.group()):04X} at character "
-                             f"{lone.start()}: it has no UTF-8 form and cannot be tokenized")
+        _check_surrogates(text, f"messages[{i}].content" if messages is not None else "the prompt")
     if chat and getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(
             messages or [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
         )
-        ids = tokenizer.encode(text, add_special_tokens=False)
-    elif messages is not None:
+        return encode_prompt_text(tokenizer, text, templated=True)
+    if messages is not None:
         text = "".join(f"{m.get('role', 'user')}: {m['content']}\n" for m in messages)
-        ids = tokenizer.encode(text, add_special_tokens=True)
-    else:
-        ids = tokenizer.encode(prompt, add_special_tokens=True)
+        return encode_prompt_text(tokenizer, text, templated=False)
+    return encode_prompt_text(tokenizer, prompt, templated=False)
+
+
+def encode_prompt_text(tokenizer: Any, text: str, *, templated: bool) -> list[int]:
+    """Tokenize a prompt's text: a chat template's output (``templated``:
+    its special tokens are in the text) or raw text (the tokenizer's own
+    special tokens added, a BOS for most).
+
+    Raises
+    ------
+    ValueError
+        A lone UTF-16 surrogate in ``text``, or no token at all.
+    """
+    _check_surrogates(text, "the prompt")
+    ids = tokenizer.encode(text, add_special_tokens=not templated)
     if not ids:
         raise ValueError("the prompt is empty (no token to condition on)")
     return list(ids)
+
+
+def _check_surrogates(text: str, place: str) -> None:
+    lone = _LONE_SURROGATE.search(text)
+    if lone is not None:
+        raise ValueError(f"{place} holds a lone UTF-16 surrogate U+{ord(lone.group()):04X} at character "
+                         f"{lone.start()}: it has no UTF-8 form and cannot be tokenized")
 
 
 def check_prompt_fits(prompt_ids: Sequence[int], max_tokens: int, vocab_size: int, context: int | None) -> None:

@@ -200,6 +200,9 @@ class Request:
     prompt_logprobs : tuple or None
         The prompt's entries (``SamplingParams.prompt_logprobs``) once the
         prefill pass scored them (or copied from the leader's).
+    reasoning_done : bool
+        The output holds ``params.reasoning_end`` (only tracked with
+        ``params.max_reasoning_tokens``).
     """
 
     request_id: int
@@ -233,6 +236,7 @@ class Request:
     logprobs: list | None = None
     deferred_finish: str | None = None
     prompt_logprobs: tuple | None = None
+    reasoning_done: bool = False
 
     @property
     def needs_prompt_scoring(self) -> bool:

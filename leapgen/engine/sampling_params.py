@@ -106,6 +106,16 @@ class SamplingParams:
         prefill computes logits from that position on, which score the
         positions after it (position 0 has no context either way, as in
         vLLM). Only with ``prompt_logprobs``.
+    max_reasoning_tokens : int or None, default None
+        Most output tokens before ``reasoning_end`` appears (a reasoning
+        model's thinking, its start marker included): once as many are out
+        and the text holds no ``reasoning_end``, the engine appends
+        ``reasoning_end`` itself (forced, through the grammar, like
+        jump-forward text) and the answer follows. None: no bound.
+    reasoning_end : str or None, default None
+        The end marker of the thinking (``"</think>"``); needed by
+        ``max_reasoning_tokens``. :meth:`leapgen.LLM.chat` sets both from its
+        reasoning parser.
 
     Raises
     ------
@@ -148,6 +158,8 @@ class SamplingParams:
     logprobs: int | None = None
     prompt_logprobs: int | None = None
     prompt_logprobs_start: int = 0
+    max_reasoning_tokens: int | None = None
+    reasoning_end: str | None = None
 
     def __post_init__(self) -> None:
         _check_int("max_tokens", self.max_tokens, minimum=0)
@@ -206,6 +218,12 @@ class SamplingParams:
         _check_int("prompt_logprobs_start", self.prompt_logprobs_start, minimum=0)
         if self.prompt_logprobs_start and self.prompt_logprobs is None:
             raise ValueError("prompt_logprobs_start applies with prompt_logprobs only")
+        if self.max_reasoning_tokens is not None:
+            _check_int("max_reasoning_tokens", self.max_reasoning_tokens, minimum=1)
+            if not isinstance(self.reasoning_end, str) or not self.reasoning_end:
+                raise ValueError("max_reasoning_tokens needs reasoning_end (the end marker of the thinking)")
+        elif self.reasoning_end is not None and not isinstance(self.reasoning_end, str):
+            raise ValueError(f"reasoning_end must be a str, got {self.reasoning_end!r}")
         given = [n for n in ("json_schema", "regex", "ebnf", "lark", "structural_tag", "choice")
                  if getattr(self, n) is not None]
         given += ["json_object"] if self.json_object else []
