@@ -48,7 +48,7 @@ def build_prompt_ids(tokenizer: Any, prompt: str | list[dict] | list[int], *, ch
     elif not isinstance(prompt, str):
         raise ValueError(f"a prompt must be a str, got {type(prompt).__name__}")
     for i, text in enumerate([m["content"] for m in messages] if messages is not None else [prompt]):
-        _check_surrogates(text, f"messages[{i}].content" if messages is not None else "the prompt")
+        check_surrogates(text, f"messages[{i}].content" if messages is not None else "the prompt")
     if chat and getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(
             messages or [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
@@ -70,14 +70,21 @@ def encode_prompt_text(tokenizer: Any, text: str, *, templated: bool) -> list[in
     ValueError
         A lone UTF-16 surrogate in ``text``, or no token at all.
     """
-    _check_surrogates(text, "the prompt")
+    check_surrogates(text, "the prompt")
     ids = tokenizer.encode(text, add_special_tokens=not templated)
     if not ids:
         raise ValueError("the prompt is empty (no token to condition on)")
     return list(ids)
 
 
-def _check_surrogates(text: str, place: str) -> None:
+def check_surrogates(text: str, place: str) -> None:
+    """Refuse a lone UTF-16 surrogate in ``text`` (``place``: where it is, for the message).
+
+    Raises
+    ------
+    ValueError
+        Naming ``place`` and the character offset.
+    """
     lone = _LONE_SURROGATE.search(text)
     if lone is not None:
         raise ValueError(f"{place} holds a lone UTF-16 surrogate U+{ord(lone.group()):04X} at character "

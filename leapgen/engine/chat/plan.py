@@ -19,7 +19,7 @@ from leapgen.engine.chat.reasoning import DONE, ReasoningParser
 from leapgen.engine.chat.template import ChatTemplate
 from leapgen.engine.chat.tool_formats import ToolCallFormat
 from leapgen.engine.chat.tools import read_tool_choice, read_tools
-from leapgen.engine.prompt import encode_prompt_text
+from leapgen.engine.prompt import check_surrogates, encode_prompt_text
 from leapgen.engine.sampling_params import SamplingParams
 
 
@@ -120,12 +120,19 @@ def plan_chat(template: ChatTemplate, messages: Sequence[dict], params: Sampling
         The template refused the conversation.
     ValueError
         Tools together with a grammar; ``max_reasoning_tokens`` without
-        thinking; an empty prompt.
+        thinking; a lone UTF-16 surrogate in a message (naming it); an
+        empty prompt.
     """
     tool_list = read_tools(tools)
     choice = read_tool_choice(tool_choice, tool_list)
     if not isinstance(parallel_tool_calls, bool):
         raise ValueError(f"parallel_tool_calls must be a bool, got {parallel_tool_calls!r}")
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        for j, part in enumerate(content if isinstance(content, list) else [content]):
+            text = part.get("text") if isinstance(part, dict) else part
+            if isinstance(text, str):
+                check_surrogates(text, f"messages[{i}].content" + (f"[{j}]" if isinstance(content, list) else ""))
     kwargs = dict(chat_template_kwargs or {})
     text = template.render(messages, tools=tool_list, fmt=tool_format, template_kwargs=kwargs)
     state = DONE
