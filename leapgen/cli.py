@@ -9,7 +9,8 @@ Subcommands:
 
 ``leapgen serve [--model default] [--grammar-backend leapgen|xgrammar|llguidance|outlines-core]
 [--host 127.0.0.1] [--port 8000]
-[--max-running N] [--warmup DIR] [--prefill-dtype auto|bfloat16|float32]``
+[--max-running N] [--warmup DIR] [--prefill-dtype auto|bfloat16|float32]
+[--tool-call-format hermes|llama3_json|mistral] [--reasoning-parser qwen3|deepseek_r1]``
     Serve the OpenAI-compatible HTTP API (see :mod:`leapgen.server.app`);
     needs the ``serve`` extra. Logs grammar compile times, jump-forward token
     counts and the mask-cache hit rate per request.
@@ -41,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (subcommands: ``generate``)."""
     from leapgen.version import __version__
     from leapgen.backends import known_backends
+    from leapgen.engine.chat.reasoning import REASONING_PARSERS
+    from leapgen.engine.chat.tool_formats import TOOL_CALL_FORMATS
 
     parser = argparse.ArgumentParser(
         prog="leapgen",
@@ -89,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="token budget of the cross-request prompt KV cache (LRU; 0 disables; default: 4096)")
     srv.add_argument("--warmup", metavar="DIR", help="compile every *.json JSON Schema in DIR before serving")
     srv.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
+    srv.add_argument("--tool-call-format", default=None, choices=sorted(TOOL_CALL_FORMATS),
+                     help="how the model writes tool calls (default: the one its chat template names; hermes "
+                          "when it names none)")
+    srv.add_argument("--reasoning-parser", default=None, choices=sorted(REASONING_PARSERS),
+                     help="split a reasoning model's <think>...</think> off as reasoning_content; grammars and "
+                          "tools apply after it (default: none)")
     _add_prefill_dtype(srv)
     srv.set_defaults(handler=_cmd_serve)
     return parser
@@ -211,7 +220,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         serve(model=args.model, host=args.host, port=args.port, max_running=args.max_running,
               kv_token_budget=args.kv_token_budget,
               prefix_cache_tokens=args.prefix_cache_tokens, warmup_dir=args.warmup, num_threads=args.threads,
-              grammar_backend=args.grammar_backend, prefill_dtype=args.prefill_dtype)
+              grammar_backend=args.grammar_backend, prefill_dtype=args.prefill_dtype,
+              tool_call_format=args.tool_call_format, reasoning_parser=args.reasoning_parser)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
     return EXIT_OK

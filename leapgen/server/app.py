@@ -199,19 +199,22 @@ def warmup(engine: AsyncLLM, folder: str | Path) -> int:
 
 def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, max_running: int = 16,
           kv_token_budget: int = 65536, prefix_cache_tokens: int = 4096, warmup_dir: str | None = None,
-          num_threads: int | None = None, grammar_backend: str = "leapgen", prefill_dtype: str = "auto") -> None:
+          num_threads: int | None = None, grammar_backend: str = "leapgen", prefill_dtype: str = "auto",
+          tool_call_format: str | None = None, reasoning_parser: str | None = None) -> None:
     """Load the model and serve until interrupted (blocks).
 
     Parameters are :class:`~leapgen.engine.LLM`'s (``grammar_backend``: the
-    grammar engine of every constrained request), the address, and
-    ``warmup_dir`` (see :func:`warmup`).
+    grammar engine of every constrained request; ``tool_call_format`` and
+    ``reasoning_parser``: how chat completions read tool calls and thinking),
+    the address, and ``warmup_dir`` (see :func:`warmup`).
 
     Raises
     ------
     leapgen.engine.model_loader.ModelLoadError
         If the model cannot be loaded.
     ValueError, ImportError
-        Unknown or not installed ``grammar_backend``.
+        Unknown or not installed ``grammar_backend``; unknown
+        ``tool_call_format`` or ``reasoning_parser``.
     """
     import gc
 
@@ -220,7 +223,8 @@ def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, 
     from leapgen.engine.llm_engine import LLM
 
     llm = LLM(model, num_threads=num_threads, max_running=max_running, kv_token_budget=kv_token_budget,
-              prefix_cache_tokens=prefix_cache_tokens, grammar_backend=grammar_backend, prefill_dtype=prefill_dtype)
+              prefix_cache_tokens=prefix_cache_tokens, grammar_backend=grammar_backend, prefill_dtype=prefill_dtype,
+              tool_call_format=tool_call_format, reasoning_parser=reasoning_parser)
     llm.grammar.prepare()  # the vocabulary, kernels and compile worker: not in the first request's TTFT
     engine = AsyncLLM(llm)
     if warmup_dir is not None:

@@ -8,11 +8,10 @@ module maps it onto :class:`~leapgen.engine.SamplingParams`' grammar fields.
 At most one constraint per request (as vLLM: "You can only use one kind of
 structured outputs constraint").
 
-Constraints still being built elsewhere are refused here, in one branch to
-switch on when it lands: ``structural_tag`` (issue 17's
-``GrammarCompiler.compile_structural_tag``, served by issue 18). ``tools`` is
-refused by the request models (:mod:`leapgen.server.protocol`). A
-``grammar`` is GBNF when it contains ``::=``, else Lark (vLLM's rule).
+A ``structural_tag`` is xgrammar's (a dict in either form, or its JSON
+text); its tags' content streams as text. Tool calls are structural tags too,
+built by :mod:`leapgen.engine.chat` from ``tools``, never together with a
+constraint. A ``grammar`` is GBNF when it contains ``::=``, else Lark (vLLM's rule).
 """
 
 from __future__ import annotations
@@ -125,9 +124,9 @@ def grammar_params(constraint: Constraint | None, layout: JsonLayout = JsonLayou
     Raises
     ------
     RequestRefused
-        A constraint not supported yet (``structural_tag``), a
-        malformed one (an empty ``choice``), or layout options given for a
-        constraint that is not JSON.
+        A malformed constraint (an empty ``choice``, a ``structural_tag``
+        that is neither an object nor JSON text), or layout options given
+        for a constraint that is not JSON.
     """
     if constraint is None or constraint.kind not in ("json_schema", "json_object"):
         if layout.fields:
@@ -137,7 +136,9 @@ def grammar_params(constraint: Constraint | None, layout: JsonLayout = JsonLayou
         return {}
     kind, value, field = constraint.kind, constraint.value, constraint.field
     if kind == "structural_tag":
-        raise not_supported(field, "structural tags are not served yet")
+        if not isinstance(value, (dict, str)):
+            raise RequestRefused(f"{field} must be a structural tag object or its JSON text", param=field)
+        return {"structural_tag": value}
     if kind == "regex":
         return {"regex": value}
     if kind == "grammar":  # GBNF when it defines a rule with ``::=``, else Lark (vLLM's rule)

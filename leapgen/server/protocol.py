@@ -37,7 +37,10 @@ MAX_TOP_LOGPROBS = 20
 #: vLLM's names of grammar backends -> leapgen's (``guided_decoding_backend``).
 BACKEND_ALIASES = {"guidance": "llguidance", "outlines": "outlines-core", "xgrammar": "xgrammar",
                    "leapgen": "leapgen", "llguidance": "llguidance", "outlines-core": "outlines-core"}
-_TOOLS_WHY = "tool calling is not implemented yet"
+_FUNCTIONS_WHY = "the deprecated function calling; use tools and tool_choice"
+#: The chat template's arguments the server passes itself (not settable through ``chat_template_kwargs``).
+_TEMPLATE_RESERVED = frozenset({"add_generation_prompt", "tokenize", "tools", "conversation", "messages",
+                                "continue_final_message", "return_dict", "chat_template"})
 
 
 class StrictModel(BaseModel):
@@ -105,19 +108,29 @@ class JsonSchemaFormat(StrictModel):
 
 class ResponseFormat(StrictModel):
     """``response_format``: ``text``, ``json_object`` (a JSON object, as
-    OpenAI defines it) or ``json_schema``; vLLM's ``structural_tag`` is
-    refused until it is served."""
+    OpenAI defines it), ``json_schema``, or vLLM's ``structural_tag`` (the
+    ``format`` form or the legacy ``structures`` / ``triggers`` one)."""
 
     type: Literal["text", "json_object", "json_schema", "structural_tag"]
     json_schema: JsonSchemaFormat | None = None
-    # vLLM's structural_tag format: declared so that it is refused by name, not as unknown fields.
+    # vLLM's structural_tag (xgrammar's format)
     structures: Any = None
     triggers: Any = None
     format: Any = None
 
     def constraint(self) -> Constraint | None:
-        if self.type == "structural_tag" or any(v is not None for v in (self.structures, self.triggers, self.format)):
-            return Constraint("structural_tag", self.model_dump(), "response_format.structural_tag")
+        tag_fields = {k: v for k, v in (("structures", self.structures), ("triggers", self.triggers),
+                                        ("format", self.format)) if v is not None}
+        if self.type == "structural_tag":
+            if self.json_schema is not None:
+                raise RequestRefused("response_format.json_schema needs type json_schema", param="response_format.type")
+            if not tag_fields:
+                raise RequestRefused("response_format of type structural_tag needs format (or structures and "
+                                     "triggers)", param="response_format.format")
+            return Constraint("structural_tag", {"type": "structural_tag", **tag_fields}, "response_format")
+        if tag_fields:
+            name = next(iter(tag_fields))
+            raise RequestRefused(f"response_format.{name} needs type structural_tag", param="response_format.type")
         if self.type == "json_object":
             return Constraint("json_object", True, "response_format")
         if self.type == "json_schema":
@@ -175,10 +188,28 @@ class TextPart(StrictModel):
     text: str | None = None
 
 
+class FunctionCallParam(StrictModel):
+    """An earlier tool call's ``function``: ``name`` and ``arguments`` (JSON text)."""
+
+    name: str
+    arguments: str
+    # informational: the openai SDK's parsed copy of ``arguments``, sent back with a parsed message
+    parsed_arguments: Any = None
+
+
+class ToolCallParam(StrictModel):
+    """An earlier assistant message's tool call."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallParam
+
+
 class ChatMessage(StrictModel):
-    """One chat message: ``role`` and text ``content`` (a string or text
-    parts, joined); a ``name``, audio, tool calls and tool messages are
-    refused."""
+    """One chat message: ``role`` and ``content`` (a string or text parts,
+    joined); an assistant's ``tool_calls`` (then ``content`` may be null) and
+    ``reasoning_content``; a tool message's ``tool_call_id``. A ``name`` and
+    audio are refused."""
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
@@ -186,26 +217,54 @@ class ChatMessage(StrictModel):
     refusal: str | None = None
     audio: Any = None
     function_call: Any = None
-    tool_calls: Any = None
-    tool_call_id: Any = None
+    tool_calls: list[ToolCallParam] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+    # informational: the openai SDK's parsed copy of ``content``, sent back with a parsed message
+    parsed: Any = None
 
     _at_default = {"refusal": ((None,), "a refusal is not replayed into the prompt")}
     _refused = {"name": "the chat template has no participant names", "audio": "no audio",
-                "function_call": _TOOLS_WHY, "tool_calls": _TOOLS_WHY, "tool_call_id": _TOOLS_WHY}
+                "function_call": "the deprecated function calling; use tool_calls"}
 
-    def text(self, where: str) -> str:
-        """The message's text (``where``: its place, for errors).
+    def to_dict(self, where: str) -> dict:
+        """The message as the chat template takes it (``where``: its place, for errors).
 
         Raises
         ------
         RequestRefused
-            A tool message, no content, or a content part that is not text.
+            A field on a role that has none (``tool_calls`` off an assistant
+            message...), no content where one is needed, a content part that
+            is not text.
         """
+        out: dict = {"role": self.role, "content": self.text(where)}
+        for field, role in (("tool_calls", "assistant"), ("reasoning_content", "assistant"), ("tool_call_id", "tool")):
+            if getattr(self, field) is not None and self.role != role:
+                raise RequestRefused(f"{where}.{field} belongs to {role} messages only", param=f"{where}.{field}")
         if self.role == "tool":
-            raise not_supported(f"{where}.role", f"'tool' messages: {_TOOLS_WHY}")
-        if self.content is None:
+            if self.tool_call_id is None:
+                raise RequestRefused(f"{where}.tool_call_id is required in a tool message",
+                                     param=f"{where}.tool_call_id")
+            out["tool_call_id"] = self.tool_call_id
+        if self.tool_calls:
+            out["tool_calls"] = [{"id": c.id, "type": c.type, "function": {"name": c.function.name,
+                                                                          "arguments": c.function.arguments}}
+                                 for c in self.tool_calls]
+        if self.reasoning_content is not None:
+            out["reasoning_content"] = self.reasoning_content
+        if out["content"] is None and not self.tool_calls:
             raise RequestRefused(f"{where}.content is required", param=f"{where}.content")
-        if isinstance(self.content, str):
+        return out
+
+    def text(self, where: str) -> str | None:
+        """The message's text, text parts joined; None for null content.
+
+        Raises
+        ------
+        RequestRefused
+            A content part that is not text.
+        """
+        if self.content is None or isinstance(self.content, str):
             return self.content
         texts = []
         for j, part in enumerate(self.content):
@@ -274,8 +333,6 @@ class _SamplingRequest(StrictModel):
         "spaces_between_special_tokens": ((True,), "special tokens are left out of the text"),
         "include_stop_str_in_output": ((False,), "a stop string is cut from the text"),
     }
-    _refused = {"structural_tag": "structural tags are not served yet"}
-
     def constraints(self) -> list[Constraint]:
         """Every constraint the request gives (:func:`single` keeps one)."""
         out = []
@@ -285,7 +342,7 @@ class _SamplingRequest(StrictModel):
             out += self.structured_outputs.constraints()
         for kind, name in (("regex", "regex"), ("grammar", "ebnf"), ("json_schema", "json_schema"),
                            ("json_schema", "guided_json"), ("regex", "guided_regex"), ("choice", "guided_choice"),
-                           ("grammar", "guided_grammar")):
+                           ("grammar", "guided_grammar"), ("structural_tag", "structural_tag")):
             if getattr(self, name) is not None:
                 out.append(Constraint(kind, getattr(self, name), name))
         return out
@@ -365,16 +422,20 @@ class ChatCompletionRequest(_SamplingRequest):
     metadata: dict[str, str] | None = None
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
+    # tool calling (OpenAI's) and reasoning (vLLM's)
+    tools: list | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    max_reasoning_tokens: int | None = Field(default=None, ge=1)
+    thinking_token_budget: int | None = Field(default=None, ge=1)
     # accepted at their default only
     modalities: list[str] | None = None
-    parallel_tool_calls: bool | None = None
     service_tier: str | None = None
     store: bool | None = None
     prompt_cache_retention: str | None = None
     prompt_cache_options: dict | None = None
     verbosity: str | None = None
-    tools: list | None = None
-    tool_choice: Any = None
     functions: list | None = None
     function_call: Any = None
     # refused
@@ -387,24 +448,58 @@ class ChatCompletionRequest(_SamplingRequest):
     _at_default = {
         **_SamplingRequest._at_default,
         "modalities": ((None, ["text"]), "text output only"),
-        "parallel_tool_calls": ((None, True), _TOOLS_WHY),
         "service_tier": ((None, "auto", "default"), "one service tier"),
         "store": ((None, False), "completions are not stored"),
         "prompt_cache_retention": ((None, "in_memory"), "the prompt cache lives in memory"),
         "prompt_cache_options": ((None, {}, {"mode": "implicit"}), "the prompt cache is implicit"),
         "verbosity": ((None, "medium"), "the model has no verbosity setting"),
-        "tools": ((None, []), _TOOLS_WHY),
-        "tool_choice": ((None, "none"), _TOOLS_WHY),
-        "functions": ((None, []), _TOOLS_WHY),
-        "function_call": ((None, "none"), _TOOLS_WHY),
+        "functions": ((None, []), _FUNCTIONS_WHY),
+        "function_call": ((None, "none"), _FUNCTIONS_WHY),
     }
     _refused = {**_SamplingRequest._refused, "audio": "no audio output", "prediction": "no predicted outputs",
                 "reasoning_effort": "the model has no reasoning setting",
                 "web_search_options": "no web search", "moderation": "no moderation"}
 
     def prompt_messages(self) -> list[dict]:
-        """The conversation as the engine takes it (``role``, ``content``)."""
-        return [{"role": m.role, "content": m.text(f"messages[{i}]")} for i, m in enumerate(self.messages)]
+        """The conversation as the chat template takes it (OpenAI's message dicts)."""
+        return [m.to_dict(f"messages[{i}]") for i, m in enumerate(self.messages)]
+
+    def chat_options(self, constraint_field: str | None, *, reasoning: bool) -> dict:
+        """The keyword arguments of :meth:`ChatSettings.plan` (tools,
+        ``tool_choice``, ``parallel_tool_calls``, template variables, the
+        thinking budget).
+
+        Parameters
+        ----------
+        constraint_field : str or None
+            The field of the request's constraint, if any.
+        reasoning : bool
+            Whether the server has a reasoning parser (``--reasoning-parser``).
+
+        Raises
+        ------
+        RequestRefused
+            Tools that call (``tool_choice`` not ``none``) together with a
+            constraint (``constraint_field``); both names of the budget, or
+            one without a reasoning parser; a ``chat_template_kwargs`` key
+            the server sets itself.
+        """
+        calls = bool(self.tools) and self.tool_choice != "none"
+        if calls and constraint_field is not None:
+            raise RequestRefused(f"give tools (tool_choice auto, required or a function) or {constraint_field}, "
+                                 "not both: a constraint cannot apply to tool calls", param=constraint_field)
+        if self.max_reasoning_tokens is not None and self.thinking_token_budget is not None:
+            raise RequestRefused("give max_reasoning_tokens or thinking_token_budget (vLLM's name), not both",
+                                 param="thinking_token_budget")
+        for name in ("max_reasoning_tokens", "thinking_token_budget"):
+            if getattr(self, name) is not None and not reasoning:
+                raise not_supported(name, "the server has no reasoning parser (start it with --reasoning-parser)")
+        for key in sorted(set(self.chat_template_kwargs or {}) & _TEMPLATE_RESERVED):
+            raise not_supported(f"chat_template_kwargs.{key}", "the server sets it itself")
+        return {"tools": self.tools, "tool_choice": self.tool_choice,
+                "parallel_tool_calls": self.parallel_tool_calls is not False,
+                "chat_template_kwargs": self.chat_template_kwargs,
+                "max_reasoning_tokens": self.max_reasoning_tokens or self.thinking_token_budget}
 
     def num_logprobs(self) -> int | None:
         """Alternatives per token (``top_logprobs``), None without ``logprobs``.

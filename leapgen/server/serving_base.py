@@ -59,6 +59,13 @@ class Renderer:
         entries of the tokens it completes."""
         raise NotImplementedError
 
+    def final_chunks(self, index: int, out: Any) -> list[dict]:
+        """The chunks that end choice ``index`` (its finish reason), once
+        its output ``out`` is complete."""
+        from leapgen.server.protocol import finish_reason_of
+
+        return [self.chunk(index, None, finish_reason_of(out))]
+
     def usage_chunk(self, outs: list) -> dict:
         """The trailing chunk with ``usage`` (``stream_options.include_usage``)."""
         from leapgen.server.protocol import usage_of
@@ -229,15 +236,15 @@ async def events_of(group: RequestGroup, buffered: list) -> AsyncIterator[tuple[
 
 async def openai_sse(group: RequestGroup, buffered: list, renderer: Any, *, include_usage: bool) -> AsyncIterator[str]:
     """Server-Sent Events of an OpenAI completion: per choice, text chunks as
-    it grows (forced text included), then its finish chunk; the usage chunk
-    when asked; ``[DONE]``. A failed choice ends the stream with an error
-    object."""
-    from leapgen.server.protocol import finish_reason_of
-
+    it grows (forced text included; a renderer may hold some back: its
+    ``chunk`` returns None), then its final chunks; the usage chunk when
+    asked; ``[DONE]``. A failed choice ends the stream with an error object."""
     outs: list = [None] * group.num_choices
     async for index, event in events_of(group, buffered):
         if event.delta or event.logprobs:
-            yield data_line(renderer.chunk(index, event.delta, None, event.logprobs))
+            body = renderer.chunk(index, event.delta, None, event.logprobs)
+            if body is not None:
+                yield data_line(body)
         out = event.output
         if out is None:
             continue
@@ -246,7 +253,8 @@ async def openai_sse(group: RequestGroup, buffered: list, renderer: Any, *, incl
             yield "data: [DONE]\n\n"
             return
         outs[index] = out
-        yield data_line(renderer.chunk(index, None, finish_reason_of(out)))
+        for body in renderer.final_chunks(index, out):
+            yield data_line(body)
     if include_usage:
         yield data_line(renderer.usage_chunk(outs))
     yield "data: [DONE]\n\n"

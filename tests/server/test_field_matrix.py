@@ -54,6 +54,15 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
                                            "age": {"type": "integer", "minimum": 0, "maximum": 99}},
           "required": ["name", "age"], "additionalProperties": False}
 ONE_KEY = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["a"]}
+TAG = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+    {"type": "const_string", "value": "Answer: "}, {"type": "regex", "pattern": "[0-9]{2}"}]}}
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
+    "additionalProperties": False}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"tz": {"type": "string", "maxLength": 20}}, "required": ["tz"],
+    "additionalProperties": False}}}
+ASK = [{"role": "user", "content": "What is the weather in Paris and in Tokyo right now?"}]
 
 
 def docs_table() -> dict[str, dict[str, tuple[str, str]]]:
@@ -199,6 +208,31 @@ def _check_stop_token(c, send, r):
     assert text_of(r) == "" and usage_of(r)["completion_tokens"] == 0
 
 
+def _calls(r) -> list[tuple[str, dict]]:
+    import jsonschema
+
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls, choice
+    out = []
+    for call in choice.message.tool_calls:
+        arguments = json.loads(call.function.arguments)
+        jsonschema.validate(arguments, {"get_weather": WEATHER, "get_time": TIME}[call.function.name]["function"][
+            "parameters"])
+        out.append((call.function.name, arguments))
+    return out
+
+
+def _check_parallel(c, send, r):
+    assert len(_calls(r)) == 1 and len(_calls(send(parallel_tool_calls=True))) >= 2  # greedy: two get_weather
+
+
+def _check_template_kwargs(c, send, r):
+    # the embedded template reads no variable: what shows the field is read is the refusal of the server's own
+    with pytest.raises(openai.BadRequestError) as err:
+        send(chat_template_kwargs={"add_generation_prompt": False})
+    assert err.value.body["param"] == "chat_template_kwargs.add_generation_prompt"
+
+
 CONSTRAINTS = {  # a vLLM / leapgen constraint field -> (value, check)
     "structured_outputs": ({"choice": ["yes", "no"]}, _check_in({"yes", "no"})),
     "structured_outputs.json": ({"json": PERSON}, _check_json(PERSON)),
@@ -206,7 +240,7 @@ CONSTRAINTS = {  # a vLLM / leapgen constraint field -> (value, check)
     "structured_outputs.choice": ({"choice": ["red", "green", "blue"]}, _check_in({"red", "green", "blue"})),
     "structured_outputs.grammar": ({"grammar": 'root ::= "yes" | "no"'}, _check_grammar_both_syntaxes),
     "structured_outputs.json_object": ({"json_object": True}, _check_starts_object),
-    "structured_outputs.structural_tag": ({"structural_tag": {"type": "structural_tag", "format": {}}}, None),
+    "structured_outputs.structural_tag": ({"structural_tag": json.dumps(TAG)}, _check_regex("Answer: [0-9]{2}")),
     "structured_outputs.whitespace_pattern": ({"json": ONE_KEY, "whitespace_pattern": "\n"}, _check_whitespace),
     "structured_outputs.disable_any_whitespace": ({"json": PERSON, "disable_any_whitespace": True}, _check_compact),
     "structured_outputs.disable_additional_properties": (
@@ -246,7 +280,7 @@ def openai_probes(endpoint: str) -> dict[str, tuple[dict, Any]]:
         "guided_whitespace_pattern": ({"guided_json": ONE_KEY, "guided_whitespace_pattern": "\n", "max_tokens": 40},
                                       _check_whitespace),
         "guided_decoding_backend": ({"guided_decoding_backend": "auto", "guided_regex": "[0-9]{3}"}, "backend"),
-        "structural_tag": ({"structural_tag": {"type": "structural_tag", "structures": [], "triggers": []}}, None),
+        "structural_tag": ({"structural_tag": TAG, "max_tokens": 10}, _check_regex("Answer: [0-9]{2}")),
     }
     for field, (value, check) in CONSTRAINTS.items():
         body = {"structured_outputs": value} if field.startswith("structured_outputs") else {field: value}
@@ -269,11 +303,20 @@ def openai_probes(endpoint: str) -> dict[str, tuple[dict, Any]]:
                 len(e.top_logprobs) == 3 for e in r.choices[0].logprobs.content) or pytest.fail("top_logprobs")),
             "metadata": ({"metadata": {"k": "v"}}, None), "safety_identifier": ({"safety_identifier": "abc"}, None),
             "prompt_cache_key": ({"prompt_cache_key": "key"}, None),
+            "tools": ({"messages": ASK, "tools": [WEATHER, TIME], "tool_choice": "required", "max_tokens": 150},
+                      lambda c, send, r: _calls(r)),
+            "tool_choice": ({"messages": ASK, "tools": [WEATHER, TIME], "max_tokens": 60, "tool_choice": {
+                "type": "function", "function": {"name": "get_time"}}},
+                lambda c, send, r: [n for n, _ in _calls(r)] == ["get_time"] or pytest.fail("tool_choice")),
+            "parallel_tool_calls": ({"messages": ASK, "tools": [WEATHER], "tool_choice": "required",
+                                     "parallel_tool_calls": False, "max_tokens": 150}, _check_parallel),
+            "chat_template_kwargs": ({"chat_template_kwargs": {"enable_thinking": False}}, _check_template_kwargs),
+            "max_reasoning_tokens": ({"max_reasoning_tokens": 8}, "no reasoning parser"),
+            "thinking_token_budget": ({"thinking_token_budget": 8}, "no reasoning parser"),
         })
         plain.update({
-            "modalities": ["text", "audio"], "parallel_tool_calls": False, "service_tier": "flex", "store": True,
+            "modalities": ["text", "audio"], "service_tier": "flex", "store": True,
             "prompt_cache_retention": "24h", "prompt_cache_options": {"mode": "explicit"}, "verbosity": "low",
-            "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}], "tool_choice": "auto",
             "functions": [{"name": "f", "parameters": {}}], "function_call": "auto",
             "audio": {"voice": "alloy", "format": "wav"}, "prediction": {"type": "content", "content": "x"},
             "reasoning_effort": "low", "web_search_options": {}, "moderation": {"model": "omni-moderation-latest"},
@@ -335,13 +378,15 @@ GENERATE_PROBES: dict[str, tuple[dict, Any]] = {
                              _check_in({"yes", "no"})),
     "sampling_params.jump_forward": (_sgl({"jump_forward": False, "json_schema": PERSON, "max_new_tokens": 40}),
                                      _check_no_jump),
+    "sampling_params.structural_tag": (_sgl({"structural_tag": json.dumps(TAG), "max_new_tokens": 10}),
+                                       _check_regex("Answer: [0-9]{2}")),
 }
 GENERATE_PROBES.update({field: ({field: value}, None) for field, value in {
     "return_hidden_states": True, "log_metrics": False, "token_ids_logprob": [1],
     "input_embeds": [[0.0]], "image_data": "x.png", "video_data": "x.mp4", "audio_data": "x.wav", "lora_path": "x",
     "session_params": {"id": "s"}, "custom_logit_processor": "x"}.items()})
 GENERATE_PROBES.update({f"sampling_params.{name}": (_sgl({name: value}), None) for name, value in {
-    "structural_tag": {"type": "structural_tag", "format": {}}, "min_p": 0.1, "frequency_penalty": 0.5,
+    "min_p": 0.1, "frequency_penalty": 0.5,
     "presence_penalty": 0.5, "repetition_penalty": 1.2, "min_new_tokens": 2, "ignore_eos": True,
     "skip_special_tokens": False, "spaces_between_special_tokens": False, "no_stop_trim": True, "stop_regex": ["x+"],
     "logit_bias": {"15": 5.0}, "custom_params": {"x": 1}}.items()})
@@ -427,6 +472,11 @@ def _probe(c: Client, server, endpoint: str, field: str, status: str, notes: str
                     send()
                 assert err.value.body["param"] == "model"
                 return None
+            if check == "no reasoning parser":  # honoured with --reasoning-parser (tests/engine/test_chat.py)
+                with pytest.raises(openai.BadRequestError) as err:
+                    send()
+                assert err.value.body["param"] == field and "--reasoning-parser" in err.value.body["message"]
+                return None
             if check == "backend":
                 send()
                 with pytest.raises(openai.BadRequestError, match="guided_decoding_backend"):
@@ -487,7 +537,12 @@ def test_every_field_is_honoured_or_refused_by_name(server, client, endpoint):
     (CHAT, {"guided_regex": "a", "guided_choice": ["a"]}, "guided_choice"),
     (CHAT, {"structured_outputs": {"regex": "a", "disable_any_whitespace": True}},
      "structured_outputs.disable_any_whitespace"),
-    (CHAT, {"messages": [{"role": "tool", "content": "x", "tool_call_id": "1"}]}, "messages[0].tool_call_id"),
+    (CHAT, {"messages": [{"role": "user", "content": "x", "tool_call_id": "1"}]}, "messages[0].tool_call_id"),
+    (CHAT, {"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
+    (CHAT, {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "nope"}}}]},
+     "tools[0].function.parameters"),
+    (CHAT, {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {
+        "type": "function", "function": {"name": "g"}}}, "tool_choice.function.name"),
     (CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
      "messages[0].content[0]"),
     (GENERATE, {"text": "x", "input_ids": [1]}, "text"),

@@ -50,10 +50,10 @@ def test_json_layout_options():
 
 @pytest.mark.parametrize("body, param", [
     ({"guided_regex": "a", "regex": "b"}, "guided_regex"),
-    ({"structured_outputs": {"structural_tag": {"x": 1}}}, "structured_outputs.structural_tag"),
-    ({"response_format": {"type": "structural_tag", "structures": []}}, "response_format.structural_tag"),
+    ({"structured_outputs": {"structural_tag": 5}}, "structured_outputs.structural_tag"),
+    ({"response_format": {"type": "structural_tag"}}, "response_format.format"),
+    ({"response_format": {"type": "json_object", "format": {}}}, "response_format.type"),
     ({"guided_choice": []}, "guided_choice"),
-    ({"tools": [{"type": "function"}]}, "tools"),
     ({"presence_penalty": 0.1}, "presence_penalty"),
     ({"top_logprobs": 2}, "top_logprobs"),
 ])
@@ -62,6 +62,33 @@ def test_refusals_name_the_field(body, param):
     with pytest.raises(RequestRefused) as err:
         request.to_sampling_params(16, logprobs=request.num_logprobs())
     assert err.value.param == param, err.value
+
+
+@pytest.mark.parametrize("body, reasoning, param", [
+    ({"tools": [{"type": "function", "function": {"name": "f"}}], "regex": "a"}, False, "regex"),
+    ({"max_reasoning_tokens": 8}, False, "max_reasoning_tokens"),
+    ({"thinking_token_budget": 8}, False, "thinking_token_budget"),
+    ({"max_reasoning_tokens": 8, "thinking_token_budget": 8}, True, "thinking_token_budget"),
+    ({"chat_template_kwargs": {"enable_thinking": False, "add_generation_prompt": False}}, True,
+     "chat_template_kwargs.add_generation_prompt"),
+])
+def test_chat_options_refusals_name_the_field(body, reasoning, param):
+    request = ChatCompletionRequest.model_validate({"messages": MESSAGES, **body})
+    _, field = request.to_sampling_params(16)
+    with pytest.raises(RequestRefused) as err:
+        request.chat_options(field, reasoning=reasoning)
+    assert err.value.param == param, err.value
+
+
+def test_chat_options_pass_the_tool_fields_on():
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    request = ChatCompletionRequest.model_validate({"messages": MESSAGES, "tools": tools, "tool_choice": "none",
+                                                    "regex": "a", "parallel_tool_calls": False,
+                                                    "thinking_token_budget": 4})
+    _, field = request.to_sampling_params(16)
+    assert request.chat_options(field, reasoning=True) == {
+        "tools": tools, "tool_choice": "none", "parallel_tool_calls": False, "chat_template_kwargs": None,
+        "max_reasoning_tokens": 4}  # tool_choice none: the tools do not call, the regex applies
 
 
 @pytest.mark.parametrize("body", [{"max_tokens": True}, {"stream": "yes"}, {"n": 1.0}, {"seed": "1"},
