@@ -19,7 +19,7 @@ import pytest
 from leapgen import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
 from leapgen.engine.chat.output_parser import ChatStream
 from leapgen.engine.chat.plan import ChatSettings, chat_output
-from leapgen.engine.chat.tool_formats import HERMES
+from leapgen.engine.chat.tool_formats import HERMES, TOOL_CALL_FORMATS
 from leapgen.engine.chat.tools import ToolsError
 from leapgen.engine.sampling_params import SamplingParams
 
@@ -158,6 +158,25 @@ def test_required_named_and_parallel_false_on_token_sequences(qwen):
         "type": "function", "function": {"name": "get_time"}}).params)
     assert named.find_jump_forward_string() == '<tool_call>\n{"name": "get_time", "arguments": {"tz": "'
     assert not named.fork().accept_string("<tool_call>\n{\"name\": \"get_weather\"")
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_CALL_FORMATS))
+@pytest.mark.parametrize("choice", ["required", "auto"])
+def test_each_format_s_grammar_takes_what_its_parser_reads(qwen, name, choice):
+    hf, info, compiler = qwen
+    fmt = TOOL_CALL_FORMATS[name]
+    plan = ChatSettings(hf, tool_call_format=name).plan(ASK, SamplingParams(), tools=[WEATHER, TIME],
+                                                         tool_choice=choice)
+    calls = [("get_weather", '{"city": "Paris"}'), ("get_time", '{"tz": "Asia/Tokyo"}')]
+    text = ("Sure. " if choice == "auto" else "") + fmt.calls_text(calls)
+    tokens = hf.encode(text, add_special_tokens=False)
+    m = _matcher(compiler, plan.params)
+    _feed(m, tokens + [info.stop_token_ids[0]], info.vocab_size)
+    assert m.is_terminated()
+    out = chat_output(_Out(text), plan.parser)
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in out.tool_calls] == calls
+    assert out.content == ("Sure." if choice == "auto" else None)
+    assert [(c["name"], c["arguments"]) for c in _streamed(plan.parser, _pieces(hf, tokens))["tool_calls"]] == calls
 
 
 def test_bad_tools_name_the_field_and_the_pointer(qwen):
