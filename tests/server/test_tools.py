@@ -223,3 +223,37 @@ def test_structural_tags_as_constraints(server, client):
         "type": "structural_tag", "format": {"type": "regex", "pattern": "(a"}}}, timeout=60)
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "response_format"
     assert "/format" in bad.json()["error"]["message"], bad.json()
+
+
+@pytest.fixture(scope="module")
+def reasoning_client():
+    """A client of a second server, started with ``--reasoning-parser deepseek_r1``: SmolLM2 never
+    closes a think block, so its thinking ends where ``max_reasoning_tokens`` makes the server end it."""
+    from live_server import running_server
+
+    servers = running_server(reasoning_parser="deepseek_r1")
+    base, _ = next(servers)
+    yield openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
+    next(servers, None)
+
+
+def test_reasoning_content_apart_from_the_constrained_answer(reasoning_client):
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
+              "additionalProperties": False}
+    kwargs = dict(model="default", messages=[{"role": "user", "content": "What is 6 times 7?"}], temperature=0,
+                  max_tokens=40, response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}},
+                  extra_body={"max_reasoning_tokens": 6})
+    message = reasoning_client.chat.completions.create(**kwargs).choices[0].message
+    reasoning = message.model_extra["reasoning_content"]
+    assert reasoning and "</think>" not in reasoning and "</think>" not in message.content, message
+    jsonschema.validate(json.loads(message.content), schema)
+    chunks = list(reasoning_client.chat.completions.create(stream=True, **kwargs))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas) == reasoning
+    assert "".join(d.content or "" for d in deltas) == message.content
+    off = reasoning_client.chat.completions.create(**{**kwargs, "extra_body": {
+        "chat_template_kwargs": {"enable_thinking": False}}}).choices[0].message
+    assert off.model_extra["reasoning_content"] is None  # the prompt closed the block: the schema from the start
+    jsonschema.validate(json.loads(off.content), schema)
