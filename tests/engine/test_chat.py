@@ -74,6 +74,8 @@ def _streamed(parser, pieces: list[str]) -> dict:
                 assert call["id"].startswith("call_") and call["type"] == "function"
                 message["tool_calls"].append({"name": call["function"]["name"], "arguments": ""})
             message["tool_calls"][call["index"]]["arguments"] += call["function"]["arguments"]
+            message["tool_calls"][call["index"]]["fragments"] = message["tool_calls"][call["index"]].get(
+                "fragments", 0) + bool(call["function"]["arguments"])
     return message
 
 
@@ -117,6 +119,7 @@ def test_auto_on_token_sequences_through_matcher_parser_and_stream(qwen, case):
     streamed = _streamed(plan.parser, _pieces(hf, tokens))
     assert (streamed["content"] or None) == content
     assert [(c["name"], c["arguments"]) for c in streamed["tool_calls"]] == calls
+    assert all(c["fragments"] > 2 for c in streamed["tool_calls"])  # the arguments stream as they grow
 
 
 class _Out:

@@ -211,18 +211,18 @@ class OutputParser:
         if key != "name":
             raise _Bad()
         j = _skip(text, _char(text, _skip(text, j), ":"))
-        name, j = _string(text, j)
+        name, after_name = _string(text, j)
         if not isinstance(name, str) or (self.tool_names is not None and name not in self.tool_names):
             raise _Bad()
         try:
-            j = _skip(text, _char(text, _skip(text, j), ","))
+            j = _skip(text, _char(text, _skip(text, after_name), ","))
             key, j = _string(text, j)
             if key != fmt.arguments_key:
                 raise _Bad()
             start = _skip(text, _char(text, _skip(text, j), ":"))
             end = _value_end(text, start)
         except _More:
-            args_start = _args_start(text, j, fmt.arguments_key)
+            args_start = _args_start(text, after_name, fmt.arguments_key)
             found.append(ParsedCall(name, text[args_start:] if args_start is not None else "", False))
             raise
         arguments = text[start:end]
