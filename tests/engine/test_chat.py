@@ -182,6 +182,15 @@ def test_each_format_s_grammar_takes_what_its_parser_reads(qwen, name, choice):
     assert [(c["name"], c["arguments"]) for c in _streamed(plan.parser, _pieces(hf, tokens))["tool_calls"]] == calls
 
 
+def test_strict_false_takes_any_object_strict_true_the_schema_only(qwen):
+    hf, info, compiler = qwen
+    extra = HERMES.call_text("get_weather", '{"city": "Paris", "when": [1, 2]}')
+    for strict, takes in ((False, True), (True, False), (None, False)):
+        tool = {"type": "function", "function": {**WEATHER["function"], "strict": strict}}
+        plan = ChatSettings(hf).plan(ASK, SamplingParams(), tools=[tool], tool_choice="required")
+        assert _matcher(compiler, plan.params).accept_string(extra) is takes, strict
+
+
 def test_bad_tools_name_the_field_and_the_pointer(qwen):
     settings = ChatSettings(qwen[0])
     bad = json.loads(json.dumps([WEATHER, TIME]))
