@@ -23,7 +23,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from leapgen.engine.async_llm import AsyncLLM
-from leapgen.server.protocol import ChatCompletionRequest, CompletionRequest, error_body, now
+from leapgen.server.protocol import CompletionRequest, error_body, now
+from leapgen.server.protocol_chat import ChatCompletionRequest
 from leapgen.server.protocol_responses import ResponsesRequest
 from leapgen.server.protocol_sglang import GenerateRequest
 from leapgen.server.serving_chat import create_chat_completion

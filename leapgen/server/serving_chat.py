@@ -19,7 +19,8 @@ from fastapi import Request as HttpRequest
 from leapgen.engine.async_llm import AsyncLLM
 from leapgen.engine.chat.output_parser import ChatStream, OutputParser
 from leapgen.engine.chat.plan import chat_output
-from leapgen.server.protocol import ChatCompletionRequest, finish_reason_of, make_id, now, usage_of
+from leapgen.server.protocol import finish_reason_of, make_id, now, usage_of
+from leapgen.server.protocol_chat import ChatCompletionRequest
 from leapgen.server.serving_base import Renderer, openai_sse, serve_completion
 
 

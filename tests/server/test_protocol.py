@@ -11,7 +11,8 @@ pytest.importorskip("pydantic")
 from pydantic import ValidationError  # noqa: E402
 
 from leapgen.server.constraints import Constraint, JsonLayout, RequestRefused, grammar_params  # noqa: E402
-from leapgen.server.protocol import ChatCompletionRequest, CompletionRequest  # noqa: E402
+from leapgen.server.protocol import CompletionRequest  # noqa: E402
+from leapgen.server.protocol_chat import ChatCompletionRequest  # noqa: E402
 from leapgen.server.protocol_sglang import GenerateRequest  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "hi"}]
