@@ -257,3 +257,37 @@ def test_reasoning_content_apart_from_the_constrained_answer(reasoning_client):
         "chat_template_kwargs": {"enable_thinking": False}}}).choices[0].message
     assert off.model_extra["reasoning_content"] is None  # the prompt closed the block: the schema from the start
     jsonschema.validate(json.loads(off.content), schema)
+
+
+def test_n_samples_stream_their_calls_per_choice(client):
+    kwargs = dict(model="default", messages=ASK, tools=TOOLS, tool_choice="required", temperature=0.8, seed=11, n=2,
+                  max_tokens=160)
+    full = client.chat.completions.create(**kwargs)
+    calls: dict[int, dict[int, list]] = {0: {}, 1: {}}
+    reasons = {}
+    for chunk in client.chat.completions.create(stream=True, **kwargs):
+        for choice in chunk.choices:
+            for delta in choice.delta.tool_calls or []:
+                entry = calls[choice.index].setdefault(delta.index, [None, ""])
+                if delta.function.name:
+                    entry[0] = delta.function.name
+                entry[1] += delta.function.arguments or ""
+            if choice.finish_reason:
+                reasons[choice.index] = choice.finish_reason
+    for choice in full.choices:
+        want = [(c.function.name, c.function.arguments) for c in choice.message.tool_calls]
+        assert [tuple(calls[choice.index][k]) for k in sorted(calls[choice.index])] == want
+        assert reasons[choice.index] == choice.finish_reason == "tool_calls"
+
+
+def test_auto_answers_text_or_calls_and_streams_the_same(client):
+    # (whether the 135M model triggers is its choice; tests/engine/test_chat.py feeds the triggers)
+    kwargs = dict(model="default", messages=ASK, tools=TOOLS, temperature=0, max_tokens=24)
+    choice = client.chat.completions.create(**kwargs).choices[0]
+    if choice.message.tool_calls:
+        assert choice.finish_reason == "tool_calls"
+        _validate_calls(choice.message)
+    else:
+        assert choice.message.content and choice.finish_reason in ("stop", "length")
+    chunks = list(client.chat.completions.create(stream=True, **kwargs))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (choice.message.content or "")
