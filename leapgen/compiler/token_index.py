@@ -21,8 +21,8 @@ import numpy as np
 
 from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import index_cache, pda_kernels, trie_kernels
-from leapgen.compiler.token_slices import (LOOP, UNBOUNDED, TokenSlice, build_slice, build_slices, first_slice,
-                                           new_memo, pack_char_dfas)
+from leapgen.compiler.token_slices import (LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice, build_slices,
+                                           first_slice, new_memo, pack_char_dfas)
 from leapgen.grammar import ir
 from leapgen.vocab import TokenizerInfo
 
@@ -433,7 +433,11 @@ class TokenIndex:
             words, sliced, sliced_ids = slices.slices[i].split(k)
             if words is not None:
                 certain[:] = words
-            if sliced is not None:
+            # A bounded limit (1..MAX_SLICE_CHARS characters) says the slice's longer tokens die in the
+            # rule's own DFA; here a token dying there is dead only if the frame could not leave the rule
+            # (call or return) on the way, else uncertain (``s ::= [a-z] s``: one character, then a call).
+            # So they are walked too: the whole trie, not the trie of the tokens outside the slice.
+            if sliced is not None and not 0 < k <= MAX_SLICE_CHARS:
                 trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         elif loops is not None and sort_of is not None:
             target = self._loop_target(trans_flat, state, live, memo, slices, loops, leave_row)
