@@ -23,8 +23,11 @@ anchors                       ``^`` at the start and ``$`` at the end of a
                               top-level alternative (possibly inside groups
                               that span it)
 lookahead                     ``(?=...)`` / ``(?!...)`` directly in a top-level
-                              sequence, compiled exactly by language
-                              intersection / difference
+                              sequence (or in one of a lookahead's), compiled
+                              exactly by language intersection / difference;
+                              inside one, ``$`` at the end of an alternative is
+                              the end of the input, ``^`` at its start only
+                              where the lookahead stands at the start
 ============================  ==================================================
 
 Character classes follow ECMA-262: ``\\d`` is ``[0-9]``, ``\\w`` is
@@ -441,19 +444,43 @@ class _Lowerer:
         if anchored_end:
             terms = terms[:-1]
         free = ir.star(ir.ANY_CHAR) if self.search else ir.EMPTY
-        tail = ir.EMPTY if anchored_end else free
-        # Right to left, so a lookahead constrains everything after it.
-        rest = tail
+        body = self.lower_terms(terms, ir.EMPTY if anchored_end else free, anchored_start or not self.search)
+        return ir.seq(ir.EMPTY if anchored_start else free, body)
+
+    def lower_terms(self, terms: list, rest: ir.Node, at_start: bool) -> ir.Node:
+        """``terms`` followed by ``rest`` (the language of what comes after them, up to the end
+        of the input); ``at_start``: the terms begin where the input does. Lowered right to
+        left, so a lookahead constrains everything after it: ``(?=A)B`` is ``A.* & B``."""
         pending: list[ir.Node] = []  # lowered terms after the last lookahead, in reverse; one seq for a run
-        for t in reversed(terms):
+        for i in reversed(range(len(terms))):
+            t = terms[i]
             if isinstance(t, _Look):
                 if pending:
                     rest, pending = ir.seq(*reversed(pending), rest), []
-                look = ir.seq(self.lower_top(t.body), ir.star(ir.ANY_CHAR))
+                look = self.lower_look(t, at_start and all(isinstance(x, _Look) for x in terms[:i]))
                 rest = ir.diff(rest, look) if t.negative else ir.intersect(look, rest)
             else:
                 pending.append(self.lower(t))
-        return ir.seq(ir.EMPTY if anchored_start else free, *reversed(pending), rest)
+        return ir.seq(*reversed(pending), rest)
+
+    def lower_look(self, look: _Look, at_start: bool) -> ir.Node:
+        """What a lookahead asserts about the rest of the input: one of its body's alternatives,
+        then anything, or nothing more where the alternative ends with ``$`` (the end of the
+        input, in either mode). A leading ``^`` holds only where the lookahead stands at the
+        start of the input (``at_start``); elsewhere it is refused."""
+        alts = []
+        for terms in look.body.alts:
+            terms = self.flatten_spanning_groups(terms)
+            if terms and isinstance(terms[0], _Anchor) and terms[0].kind == "^":
+                if not at_start:
+                    raise self.error("'^' inside a lookahead is only supported where the lookahead stands at the "
+                                     "start of the input", terms[0].offset)
+                terms = terms[1:]
+            anchored_end = bool(terms) and isinstance(terms[-1], _Anchor) and terms[-1].kind == "$"
+            if anchored_end:
+                terms = terms[:-1]
+            alts.append(self.lower_terms(terms, ir.EMPTY if anchored_end else ir.star(ir.ANY_CHAR), at_start))
+        return ir.alt(*alts)
 
     def flatten_spanning_groups(self, terms: list) -> list:
         """``(^a$)`` or ``^(a)$``-style groups spanning a whole alternative are
