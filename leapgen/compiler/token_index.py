@@ -199,8 +199,9 @@ class TokenIndex:
             return
         loop = np.zeros(256, np.int32)
         live = np.ones(1, np.int8)
-        one = self.empty_words()
-        one[self._row_ids[0] >> 5] = np.uint32(1) << np.uint32(self._row_ids[0] & 31)
+        one = self.empty_words()  # the first walkable token (none in a vocabulary of special tokens only)
+        if len(self._row_ids):
+            one[self._row_ids[0] >> 5] = np.uint32(1) << np.uint32(self._row_ids[0] & 31)
         self.lazy_token_walk(0, lambda state, byte: None, one)
         none = np.zeros(0, np.int32)
         automaton = (loop, np.ones(1, np.bool_), np.ones(1, np.bool_), np.zeros(2, np.int32), none, none,

@@ -126,7 +126,8 @@ class TokenizerInfo:
     ------
     TokenizerError
         An unknown `vocab_type`, an entry that is not bytes/str/None, a
-        `vocab_size` that would drop a non-special token, or an id out of range.
+        `vocab_size` below 1 (an empty vocabulary) or one that would drop a
+        non-special token, or an id out of range.
 
     Notes
     -----
@@ -158,6 +159,9 @@ class TokenizerInfo:
             vocab_size = n
         if not isinstance(vocab_size, (int, np.integer)) or isinstance(vocab_size, bool):
             raise TokenizerError(f"vocab_size must be an int, got {vocab_size!r}")
+        if vocab_size < 1:  # no logits to mask: a bitmask needs one word (allocate_token_bitmask refuses 0 too)
+            raise TokenizerError(f"a vocabulary needs at least one token id (got {n} tokens and vocab_size "
+                                 f"{vocab_size}); pass vocab_size= for a model whose ids are all special")
         special = set(_check_ids(special_token_ids, max(n, vocab_size), "special_token_ids"))
         if vocab_size < n:
             dropped = [i for i in range(vocab_size, n) if encoded_vocab[i] is not None and i not in special]
