@@ -30,8 +30,8 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
     Parameters
     ----------
     logits : torch.Tensor
-        float32, shape ``(vocab_size,)``; masked tokens are ``-inf``. Mutated
-        (scaled and filtered in place) when sampling is not greedy.
+        float32, shape ``(vocab_size,)``; masked tokens are ``-inf``. Not
+        mutated.
     params : SamplingParams
         temperature, top_k, top_p.
     generator : torch.Generator
@@ -46,24 +46,29 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
     ------
     ValueError
         If every token is masked (all logits ``-inf``).
+
+    Notes
+    -----
+    Any positive temperature and top_p sample, however small: the logits are
+    shifted so that the best is 0 and scaled in float64, so a tiny
+    temperature underflows the other tokens' probabilities to 0 (greedy, ties
+    shared) instead of overflowing to ``inf`` / ``nan``; the most likely
+    token is always in the top-p nucleus.
     """
-    if params.greedy:
-        token = int(torch.argmax(logits))
-        if logits[token] == float("-inf"):
-            raise ValueError("every token is masked")
-        return token
-    logits.div_(params.temperature)
-    if params.top_k != -1 and params.top_k < logits.numel():
-        kth = torch.topk(logits, params.top_k).values[-1]
-        logits.masked_fill_(logits < kth, float("-inf"))
-    if params.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        # Drop a token when the tokens before it already reach top_p.
-        before = torch.cumsum(probs, dim=-1) - probs
-        drop = before >= params.top_p
-        logits[order[drop]] = float("-inf")
-    probs = torch.softmax(logits, dim=-1)
-    if not torch.isfinite(probs).all():
+    best = torch.max(logits)
+    if best == float("-inf"):
         raise ValueError("every token is masked")
-    return int(torch.multinomial(probs, 1, generator=generator))
+    if params.greedy:
+        return int(torch.argmax(logits))
+    scaled = (logits.double() - best).div_(params.temperature)  # <= 0 everywhere, 0 at the best
+    if params.top_k != -1 and params.top_k < scaled.numel():
+        kth = torch.topk(scaled, params.top_k).values[-1]
+        scaled.masked_fill_(scaled < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_scaled, order = torch.sort(scaled, descending=True)
+        probs = torch.softmax(sorted_scaled, dim=-1)
+        # Drop a token when the tokens before it already reach top_p (never the first).
+        drop = torch.cumsum(probs, dim=-1) - probs >= params.top_p
+        drop[0] = False
+        scaled[order[drop]] = float("-inf")
+    return int(torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator))

@@ -56,3 +56,28 @@ def test_seeded_generator_is_reproducible():
 def test_all_masked_raises(params):
     with pytest.raises(ValueError):
         sample(torch.full((8,), float("-inf")), params, make_generator(0))
+
+
+@pytest.mark.parametrize("temperature", [1e-30, 1e-38, 1e-39, 1e-45, 1e-300, 5e-324])
+def test_tiny_temperature_samples_the_best_token(temperature):
+    # float32 logits / 1e-39 overflowed to inf (softmax: nan), which read as "every token is masked"
+    gen = make_generator(0)
+    for _ in range(20):
+        assert sample(_logits(), SamplingParams(temperature=temperature), gen) == 1
+        assert sample(_logits() - 10.0, SamplingParams(temperature=temperature), gen) == 1  # all < 0
+
+
+@pytest.mark.parametrize("top_p", [1e-30, 1e-60, 1e-300, 5e-324])
+def test_tiny_top_p_keeps_the_best_token(top_p):
+    # top_p as float32 was 0: every token's probability mass before it reached it, the best one's too
+    gen = make_generator(0)
+    for temperature in (1.0, 1e-39, 50.0):
+        assert sample(_logits(), SamplingParams(temperature=temperature, top_p=top_p), gen) == 1
+
+
+def test_tiny_temperature_shares_ties():
+    logits = torch.tensor([2.0, 5.0, float("-inf"), 5.0, 4.999])
+    gen = make_generator(3)
+    picks = {sample(logits, SamplingParams(temperature=1e-39), gen) for _ in range(100)}
+    assert picks == {1, 3}
+    assert torch.equal(logits, torch.tensor([2.0, 5.0, float("-inf"), 5.0, 4.999]))  # not mutated
