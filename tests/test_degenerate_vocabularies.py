@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from leapgen import GrammarCompiler, GrammarMatcher, TokenizerError, TokenizerInfo
-from leapgen.compiler import trie_kernels
+from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler.token_index import TokenIndex
 
 VOCABULARIES = {
@@ -43,7 +43,7 @@ def _mask(matcher: GrammarMatcher, vocab_size: int) -> np.ndarray:
 
 @pytest.mark.parametrize("name", sorted(VOCABULARIES))
 def test_degenerate_vocabulary_compiles_and_masks_exactly(name):
-    assert trie_kernels.HAVE_NUMBA  # a dependency of leapgen: the warm-up that crashed is the numba path's
+    assert HAVE_NUMBA  # a dependency of leapgen: the warm-up that crashed is the numba path's
     info = TokenizerInfo(**VOCABULARIES[name])
     compiler = GrammarCompiler(info)
     assert compiler.token_index.use_trie
