@@ -21,6 +21,7 @@ from leapgen.compiler.token_index import TokenIndex
 from leapgen.errors import CompileLimitError, GrammarError, SchemaError
 from leapgen.grammar import ir
 from leapgen.grammar.cfg import simplify_grammar
+from leapgen.grammar.json.document import too_deep
 from leapgen.grammar.json.layout import WS_BYTES
 from leapgen.grammar.regex import parse_regex
 from leapgen.vocab import TokenizerInfo
@@ -255,16 +256,9 @@ class GrammarCompiler:
         CompileLimitError
             The automaton is too large.
         """
-        from leapgen.grammar.json import json_schema_to_ir
+        from leapgen.grammar.json import json_schema_to_ir, load_schema
 
-        if isinstance(schema, (str, bytes)):
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as e:
-                raise SchemaError(f"schema is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
-                                  pointer="") from None
-            except RecursionError:
-                raise SchemaError("schema JSON nests too deeply to parse", pointer="") from None
+        schema = load_schema(schema)
         options = dict(any_whitespace=any_whitespace, indent=indent, separators=separators,
                        strict_mode=strict_mode)
         if max_whitespace is not None:
@@ -274,7 +268,7 @@ class GrammarCompiler:
         try:
             canonical = json.dumps(canonical_schema(schema), sort_keys=False)
         except RecursionError:
-            raise SchemaError("schema nests too deeply", pointer="") from None
+            raise too_deep(schema) from None
         except (TypeError, ValueError) as e:  # a set, bytes, an object...: not JSON data
             raise SchemaError(f"schema is not JSON data: {e}", pointer="") from None
         named = dict(options, whitespace=whitespace_pattern) if whitespace_pattern is not None else options

@@ -34,7 +34,8 @@ from leapgen.bitmask import allocate_token_bitmask
 from leapgen.compiler import GrammarCompiler
 from leapgen.engine.compile_worker import CompileWorker, CompileWorkerDied
 from leapgen.engine.sampling_params import DEFAULT_JSON_SEPARATORS, SamplingParams
-from leapgen.errors import GrammarError, SchemaError
+from leapgen.errors import GrammarError
+from leapgen.grammar.json import load_schema
 from leapgen.matcher import GrammarMatcher
 from leapgen.vocab import TokenizerInfo
 
@@ -455,10 +456,6 @@ def _schema_of(params: SamplingParams) -> Any:
 
 
 def _parse_schema(schema: Any) -> Any:
-    """A schema given as JSON text, parsed (dicts and bools pass through)."""
-    if isinstance(schema, str):
-        try:
-            return json.loads(schema)
-        except ValueError as exc:
-            raise SchemaError(f"the JSON Schema is not valid JSON: {exc}", pointer="") from None
-    return schema
+    """A schema given as JSON text, parsed (dicts and bools pass through); a SchemaError with a JSON
+    pointer for text that is not JSON or nests too deeply (:func:`leapgen.grammar.json.load_schema`)."""
+    return load_schema(schema)

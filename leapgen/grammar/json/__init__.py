@@ -5,7 +5,8 @@ table of supported keywords and the known gaps).
 
 Passes, in order (each subschema is compiled with its JSON pointer)
 --------------------------------------------------------------------
-1. ``schema``: parse the JSON text, refuse lone surrogates; ``layout``: where
+1. ``document``: parse the JSON text (errors at a JSON pointer, deep
+   documents too); ``schema``: refuse lone surrogates; ``layout``: where
    whitespace goes (``any_whitespace`` / ``separators`` / ``indent``).
 2. Normalise (``applicators``, memoized per subschema): draft-07 array ``items``
    -> ``prefixItems``; ``not``, ``if``/``then``/``else``, ``dependent*`` ->
@@ -53,6 +54,7 @@ made at compile time), ``values`` (JSON value checks), ``literal_sets`` (tries
 of literal strings, digit ranges).
 """
 
+from .document import load_schema
 from .schema import json_schema_to_ir
 
-__all__ = ["json_schema_to_ir"]
+__all__ = ["json_schema_to_ir", "load_schema"]

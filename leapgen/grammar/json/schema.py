@@ -141,6 +141,7 @@ from ..ir import Node
 from ..cfg import inline_rules, rule_refs, simplify_grammar
 from .applicators import ANNOTATIONS, Applicators
 from .containers import compile_array
+from .document import load_schema, too_deep
 from .formats import FORMATS, STANDARD_FORMATS
 from .layout import ANY_VALUE_DEPTH, Layout, any_value, any_value_rule, make_layout
 from .merge import (ABSENT, BLIND_ITEMS, MISSING, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS,
@@ -265,13 +266,7 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
     """
     layout = make_layout(any_whitespace, indent, separators, max_whitespace, whitespace)
     any_whitespace = layout.any_whitespace
-    if isinstance(schema, (str, bytes)):
-        try:
-            schema = json.loads(schema)
-        except ValueError as exc:
-            raise SchemaError(f"the schema is not valid JSON: {exc}", pointer="") from exc
-        except RecursionError:
-            raise SchemaError("the schema's JSON nests too deeply to parse", pointer="") from None
+    schema = load_schema(schema)
     _refuse_lone_surrogates(schema)
     ignored = any_whitespace and (indent is not None or separators is not None)
     try:
@@ -281,8 +276,7 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
             # making overlapping oneOf branches exclusive grew the grammar too much: anyOf with a warning
             return _compile(schema, layout, strict_mode, cfg, ignored, exclusive_one_of=False)
     except RecursionError:
-        raise SchemaError("the schema nests (or merges recursive subschemas) too deeply to compile", pointer="") \
-            from None
+        raise too_deep(schema) from None
 
 
 class _TooLarge(Exception):
