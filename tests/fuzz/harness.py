@@ -74,7 +74,7 @@ class Vocab:
     def __init__(self, name: str, info):
         self.name = name
         self.info = info
-        self.compiler = GrammarCompiler(info, cache_entries=64)
+        self.compiler = GrammarCompiler(info, cache_entries=4)
         self.vocab_size = info.vocab_size
         self.token_bytes = info.token_bytes
         self.stop_ids = sorted(info.stop_token_ids)
@@ -83,7 +83,7 @@ class Vocab:
         order = np.argsort(-lens, kind="stable")  # longest first: column c is a prefix of the array
         self.ids = np.array(ids, np.int64)[order]
         lens = lens[order]
-        mat = np.zeros((len(ids), int(lens.max()) if len(ids) else 1), np.int64)
+        mat = np.zeros((len(ids), int(lens.max()) if len(ids) else 1), np.uint8)
         for row, i in enumerate(self.ids.tolist()):
             mat[row, :len(self.token_bytes[i])] = np.frombuffer(self.token_bytes[i], np.uint8)
         self.columns = [np.ascontiguousarray(mat[:, c]) for c in range(mat.shape[1])]
