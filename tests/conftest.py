@@ -20,6 +20,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/, for vocab_loaders
 
+from vocab_loaders import toy_tokenizer_info as _toy_info  # noqa: E402
+
 
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", default=False,
@@ -70,24 +72,6 @@ def grammar_compiler():
     """``grammar_compiler(family) -> GrammarCompiler``, cached per family
     (skips, through ``vocab_loaders``, when the family's files are missing)."""
     return _compiler
-
-
-TOY_PIECES = [
-    b"ab", b"abc", b"bc", b"cat", b"dog", b"12", b"123", b"42", b"00", b"  ", b" \t", b"\n", b"true", b"false",
-    b"null", b'{"', b'":', b'",', b'"}', b"}", b"}\n", b"}}", b", ", b"-1", b"+7", b".5", b"e+", b"\\n", b"\\u00",
-    b"ok", b"yes", b"no", "日".encode(), "日本".encode(), "月潭".encode(), "本海".encode(), "é".encode(),
-    "🎉".encode(), "🌀".encode(), "日".encode()[:2], "月".encode()[1:], "🌀".encode()[:3],
-]
-TOY_STOP, TOY_SPECIAL, TOY_PADDING = "<eos>", "<special>", 3
-
-
-@functools.lru_cache(maxsize=None)
-def _toy_info():
-    from leapgen import TokenizerInfo
-
-    vocab = [bytes([b]) for b in range(256)] + TOY_PIECES + [TOY_STOP.encode(), TOY_SPECIAL.encode()]
-    n = len(vocab)
-    return TokenizerInfo(vocab, "raw", vocab_size=n + TOY_PADDING, stop_token_ids=[n - 2], special_token_ids=[n - 1])
 
 
 @pytest.fixture(scope="session")

@@ -218,3 +218,21 @@ def read_sentencepiece_model(path: Path) -> tuple[list[str], list[int]]:
             pieces.append(piece[1].decode("utf-8"))
             types.append(piece.get(3, 1))
     return pieces, types
+
+
+TOY_PIECES = [
+    b"ab", b"abc", b"bc", b"cat", b"dog", b"12", b"123", b"42", b"00", b"  ", b" \t", b"\n", b"true", b"false",
+    b"null", b'{"', b'":', b'",', b'"}', b"}", b"}\n", b"}}", b", ", b"-1", b"+7", b".5", b"e+", b"\\n", b"\\u00",
+    b"ok", b"yes", b"no", "日".encode(), "日本".encode(), "月潭".encode(), "本海".encode(), "é".encode(),
+    "🎉".encode(), "🌀".encode(), "日".encode()[:2], "月".encode()[1:], "🌀".encode()[:3],
+]
+TOY_STOP, TOY_SPECIAL, TOY_PADDING = "<eos>", "<special>", 3
+
+
+@functools.lru_cache(maxsize=None)
+def toy_tokenizer_info() -> TokenizerInfo:
+    """The raw toy vocabulary of the ``toy_info`` fixture (cached): ids 0-255 are the single bytes, then
+    ``TOY_PIECES``, a stop and a special token, and ``TOY_PADDING`` padding ids past those."""
+    vocab = [bytes([b]) for b in range(256)] + TOY_PIECES + [TOY_STOP.encode(), TOY_SPECIAL.encode()]
+    n = len(vocab)
+    return TokenizerInfo(vocab, "raw", vocab_size=n + TOY_PADDING, stop_token_ids=[n - 2], special_token_ids=[n - 1])

@@ -98,13 +98,11 @@ class Vocab:
 
 @functools.lru_cache(maxsize=None)
 def vocab(family: str) -> Vocab:
-    """The :class:`Vocab` of ``"toy"`` (``conftest.py``) or a ``vocab_loaders`` family (skips when missing)."""
+    """The :class:`Vocab` of ``"toy"`` (the ``toy_info`` fixture's) or a ``vocab_loaders`` family (skips when missing)."""
+    from vocab_loaders import load_tokenizer_info, toy_tokenizer_info
+
     if family == "toy":
-        from conftest import _toy_info
-
-        return Vocab("toy", _toy_info())
-    from vocab_loaders import load_tokenizer_info
-
+        return Vocab("toy", toy_tokenizer_info())
     return Vocab(family, load_tokenizer_info(family))
 
 
