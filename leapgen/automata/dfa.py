@@ -32,9 +32,14 @@ except ImportError:  # pragma: no cover - numba missing: the pure-Python pair co
 
 DEFAULT_MAX_STATES = 100_000
 SUB_DFA_CACHE_ENTRIES = 512
+#: Bound on the summed transition-table bytes of the sub-DFA cache; a DFA over a quarter of it is not kept
+#: (a whole grammar's DFA goes through the cache too: kept whole, distinct heavy grammars grew every process
+#: by their size, past the compiled-grammar cache's own byte bound).
+SUB_DFA_CACHE_BYTES = 32 << 20
 # DFAs of repeated IR fragments, by value (IR nodes are immutable): shared by all compiles.
 _SUB_DFA_CACHE: OrderedDict = OrderedDict()
 _SUB_DFA_LOCK = threading.Lock()
+_sub_dfa_bytes = 0
 
 
 def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids: dict[str, int] | None = None) -> Dfa:
@@ -89,10 +94,7 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
     table, accepting, starts, byte_class = determinize_classes(nfa, [start], end, max_states, alphabet=alphabet)
     out = minimize_table(table, accepting, starts[0], byte_class)
     if rule_ids is None:
-        with _SUB_DFA_LOCK:
-            _SUB_DFA_CACHE[(node, max_states)] = out
-            while len(_SUB_DFA_CACHE) > SUB_DFA_CACHE_ENTRIES:
-                _SUB_DFA_CACHE.popitem(last=False)
+        _keep_sub_dfa((node, max_states), out)
     return out
 
 
@@ -107,6 +109,26 @@ def right_quotient(dfa: Dfa, suffix: bytes) -> Dfa:
     accepting = np.zeros(dfa.n_states, bool)
     accepting[q >= 0] = dfa.accepting[q[q >= 0]]
     return minimize(Dfa(dfa.trans, accepting, dfa.start))
+
+
+def _keep_sub_dfa(key: tuple, dfa: Dfa) -> None:
+    """Put ``dfa`` in the sub-DFA cache, LRU-bounded in entries and table bytes (mutates the cache)."""
+    global _sub_dfa_bytes
+    size = int(dfa.trans.nbytes)
+    if size > SUB_DFA_CACHE_BYTES // 4:
+        return
+    with _SUB_DFA_LOCK:
+        old = _SUB_DFA_CACHE.pop(key, None)
+        if old is not None:
+            _sub_dfa_bytes -= int(old.trans.nbytes)
+        if not _SUB_DFA_CACHE:
+            _sub_dfa_bytes = 0  # (a test may clear the dict itself)
+        _SUB_DFA_CACHE[key] = dfa
+        _sub_dfa_bytes += size
+        while len(_SUB_DFA_CACHE) > 1 and (len(_SUB_DFA_CACHE) > SUB_DFA_CACHE_ENTRIES
+                                           or _sub_dfa_bytes > SUB_DFA_CACHE_BYTES):
+            _, evicted = _SUB_DFA_CACHE.popitem(last=False)
+            _sub_dfa_bytes -= int(evicted.trans.nbytes)
 
 
 def trim(dfa: Dfa) -> Dfa:

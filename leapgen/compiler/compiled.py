@@ -54,6 +54,12 @@ class CompiledGrammar:
         Special or added tokens the grammar matches as tokens (a structural
         tag's markers), id -> the bytes of its token literal; empty for other
         grammars. Read-only.
+    on_grow : callable or None
+        Called as ``on_grow(self)`` after a bitmask row was computed and
+        cached (the grammar grew; see :meth:`memory_size_bytes`), outside the
+        grammar's lock, on the filling thread. Set by the
+        :class:`~leapgen.compiler.service.CompileCache` that holds the
+        grammar, so its byte bound covers rows filled after insertion.
     """
 
     is_regular = True
@@ -66,7 +72,9 @@ class CompiledGrammar:
         self.warnings = tuple(warnings)
         self.compile_ms = compile_ms
         row_bytes = token_index.bitmask_words * 4
+        self._row_bytes = row_bytes
         self._max_cached_rows = max(16, mask_cache_bytes // max(row_bytes, 1))
+        self.on_grow = None
         self._rows: OrderedDict[Hashable, tuple[np.ndarray, bool]] = OrderedDict()
         self._forced: dict[Hashable, bytes] = {}
         self._lock = threading.Lock()
@@ -160,6 +168,8 @@ class CompiledGrammar:
             self._rows[state] = got
             while len(self._rows) > self._max_cached_rows:
                 self._rows.popitem(last=False)
+        if self.on_grow is not None:
+            self.on_grow(self)
         return got
 
     def has_bitmask_row(self, state: Hashable) -> bool:
@@ -187,8 +197,16 @@ class CompiledGrammar:
         return got
 
     def memory_size_bytes(self) -> int:
-        """Approximate bytes held by cached bitmask rows (plus the automaton)."""
-        return int(sum(r.nbytes for r, _ in list(self._rows.values())))
+        """Approximate bytes the grammar holds: its cached bitmask rows (all
+        of one size: O(1), cheap to ask after every fill), plus, in the
+        subclasses, the automaton and the per-state memos.
+
+        Returns
+        -------
+        int
+            Bytes; grows as rows are cached (see ``on_grow``).
+        """
+        return len(self._rows) * self._row_bytes
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(kind={self.kind!r}, n_states={getattr(self, 'n_states', '?')}, "
@@ -264,4 +282,9 @@ class RegularGrammar(CompiledGrammar):
         return self._forced_bytes_of[state]
 
     def memory_size_bytes(self) -> int:
-        return super().memory_size_bytes() + int(self.trans_flat.nbytes + self.accepting.nbytes)
+        # the transition table, the accepting flags (an array and a list), the token-slice memo, and
+        # the forced byte per state once a jump-forward asked for them (a list: ~8 bytes an entry)
+        n = self.dfa.n_states
+        lists = 8 * n * (1 + (self._forced_bytes_of is not None))
+        return (super().memory_size_bytes() + int(self.trans_flat.nbytes + self.accepting.nbytes)
+                + int(self._slice_memo.nbytes) + lists + n)

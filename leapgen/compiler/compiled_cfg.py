@@ -154,6 +154,14 @@ class ContextFreeGrammar(CompiledGrammar):
     def is_accepting(self, state: Config) -> bool:
         return self.expansion(state)[1]
 
+    def memory_size_bytes(self) -> int:
+        """Approximate bytes held (see :meth:`CompiledGrammar.memory_size_bytes`): the cached rows, the
+        frame sorts (two bitsets each), the joined sorts of top frames (two), the reused walks (one), the
+        token-slice memo and the rules' automata; the configuration caches' Python objects are not counted."""
+        sorts = 2 * (len(self._frame_tokens) + len(self._tops)) + len(self._walks)
+        automaton = sum(int(a.nbytes) for a in self._automaton if isinstance(a, np.ndarray))
+        return super().memory_size_bytes() + sorts * self._row_bytes + int(self._slice_memo.nbytes) + automaton
+
     def _forced_byte(self, state: Config) -> int:
         exp = self.expansion(state)
         if exp[1]:

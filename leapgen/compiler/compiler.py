@@ -120,11 +120,18 @@ class GrammarCompiler:
         Deepest nesting a context-free grammar's matcher follows; tokens that
         would nest deeper are masked off.
     cache_bytes : int or None, default None
-        Bound on the cached grammars' summed ``memory_size_bytes()``; None: no
+        Bound on the cached grammars' summed ``memory_size_bytes()``, bitmask
+        rows filled after a grammar entered the cache included; None: no
         bound beyond ``cache_entries``.
     cache_dir : str or os.PathLike, optional
         Folder of the disk cache (created if missing); keyed by the grammar,
         the vocabulary's fingerprint and the leapgen version.
+    disk_cache_bytes : int or None, default None
+        Bound on the disk cache folder's bytes (least recently used files
+        removed); None: unbounded.
+    max_grammar_bytes : int or None, default None
+        Largest ``memory_size_bytes()`` of one compiled grammar: a bigger one
+        raises CompileLimitError (and is remembered as failed); None: no limit.
     max_compile_seconds : float or None, default None
         Time limit of one compile, checked inside the automaton
         constructions; exceeding it raises CompileLimitError.
@@ -146,7 +153,8 @@ class GrammarCompiler:
                  max_states: int = DEFAULT_MAX_STATES, mask_cache_bytes: int = DEFAULT_MASK_CACHE_BYTES,
                  max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_bytes: int | None = None,
                  cache_dir: str | os.PathLike | None = None, max_compile_seconds: float | None = None,
-                 compile_threads: int = 1, index_cache_dir: str | os.PathLike | None = None, warm_up: bool = True):
+                 compile_threads: int = 1, index_cache_dir: str | os.PathLike | None = None, warm_up: bool = True,
+                 disk_cache_bytes: int | None = None, max_grammar_bytes: int | None = None):
         if cache_entries < 0:
             raise ValueError("cache_entries must be >= 0")
         if max_compile_seconds is not None and not max_compile_seconds > 0:
@@ -161,11 +169,13 @@ class GrammarCompiler:
         self.max_stack_depth = max_stack_depth
         self.max_compile_seconds = max_compile_seconds
         self.compile_threads = compile_threads
+        self.max_grammar_bytes = max_grammar_bytes
         disk = None
         if cache_dir is not None:
             from leapgen.version import __version__
 
-            disk = DiskCache(cache_dir, fingerprint=tokenizer_info.fingerprint, version=__version__)
+            disk = DiskCache(cache_dir, fingerprint=tokenizer_info.fingerprint, version=__version__,
+                             max_bytes=disk_cache_bytes)
         self.cache = CompileCache(max_entries=cache_entries, max_bytes=cache_bytes, disk=disk, revive=self._revive)
         self._pool: ThreadPoolExecutor | None = None
         self._added: dict[str, list[int]] | None = None
@@ -536,8 +546,9 @@ class GrammarCompiler:
             key, lambda: self._build_dfa("choice", lambda: trie_dfa(encoded, max_states=self.max_states)))
 
     def compile_ir(self, node: ir.Node | ir.Grammar, *, kind: str = "ir", warnings=()) -> CompiledGrammar:
-        """Compile grammar IR (a regular node, or a grammar of rules) directly; not cached."""
-        return self._build(kind, lambda: (node, tuple(warnings)))
+        """Compile grammar IR (a regular node, or a grammar of rules) directly; not cached (``max_grammar_bytes``
+        applies)."""
+        return self._check_size(self._build(kind, lambda: (node, tuple(warnings))))
 
     def compile_async(self, kind: str, *args, **kwargs) -> Future:
         """Compile on the compiler's thread pool.
@@ -578,7 +589,7 @@ class GrammarCompiler:
     # -- cache ----------------------------------------------------------------------------
 
     def _cached(self, key: tuple, kind: str, front_end) -> CompiledGrammar:
-        return self.cache.get_or_compile(key, lambda: self._build(kind, front_end))
+        return self.cache.get_or_compile(key, lambda: self._check_size(self._build(kind, front_end)))
 
     def _revive(self, dfa, kind: str, warnings, key: tuple) -> CompiledGrammar:
         """A RegularGrammar from a DFA read from the disk cache (``key``: the cache key it was stored under)."""
@@ -591,6 +602,17 @@ class GrammarCompiler:
 
             prepare_free_text(compiled, parse_structural_tag(key[1]), self.token_index)
         compiled.compile_ms = (time.perf_counter() - t0) * 1e3
+        return self._check_size(compiled)
+
+    def _check_size(self, compiled: CompiledGrammar) -> CompiledGrammar:
+        """``compiled``; raises CompileLimitError if it is larger than ``max_grammar_bytes``."""
+        if self.max_grammar_bytes is not None:
+            size = compiled.memory_size_bytes()
+            if size > self.max_grammar_bytes:
+                raise CompileLimitError(
+                    f"the compiled {compiled.kind.replace('_', ' ')} takes {size / 2**20:.1f} MiB "
+                    f"({getattr(compiled, 'n_states', '?')} automaton states), more than the limit of "
+                    f"{self.max_grammar_bytes / 2**20:.1f} MiB per grammar")
         return compiled
 
     def _build(self, kind: str, front_end, fallback=None, prepare=None) -> CompiledGrammar:

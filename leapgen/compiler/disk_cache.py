@@ -14,6 +14,18 @@ place (atomic on POSIX and Windows), so concurrent writers of one entry leave
 one complete file and readers never see a partial one. A file that cannot be
 read or does not check out (truncated, corrupt, another format) is a miss.
 Context-free grammars are not stored (their per-rule automata are rebuilt).
+
+Bounded in bytes: entries are compressed (``np.savez_compressed``: a DFA
+table of repeated rows shrinks tens of times), a read touches the file's
+modification time, and after each write the least recently used files are
+removed until the folder holds at most ``max_bytes`` (an entry larger than the
+bound alone is not written). Several processes may share a folder; a file
+removed by one while another reads it is a miss for the reader.
+
+Temporary folders (:class:`TemporaryCacheFolder`): ``leapgen-grammars-<pid>-*``
+under the system's temporary folder, locked by their owner (``flock`` on a
+``.lock`` file) and removed when it closes; :func:`remove_stale_folders` removes
+the ones no live process holds (a run killed with SIGKILL leaves one behind).
 """
 
 from __future__ import annotations
@@ -21,7 +33,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -30,6 +44,13 @@ import numpy as np
 from leapgen.automata import Dfa
 
 FORMAT_VERSION = 1
+#: Name prefix of temporary cache folders (see :class:`TemporaryCacheFolder`).
+TEMPORARY_PREFIX = "leapgen-grammars-"
+_LOCK_FILE = ".lock"
+#: A temporary folder without a lock file younger than this is being set up by its owner: kept.
+_SETUP_GRACE_S = 60.0
+#: A folder of the older naming (no pid, no lock) untouched for this long is stale.
+_UNLOCKED_STALE_S = 86400.0
 
 
 class DiskCache:
@@ -43,13 +64,20 @@ class DiskCache:
         ``TokenizerInfo.fingerprint`` of the vocabulary.
     version : str
         The leapgen version writing and reading.
+    max_bytes : int or None, default None
+        Bound on the folder's ``.npz`` bytes (least recently used files
+        removed after a write); None: unbounded.
     """
 
-    def __init__(self, directory: str | os.PathLike, *, fingerprint: str, version: str):
+    def __init__(self, directory: str | os.PathLike, *, fingerprint: str, version: str,
+                 max_bytes: int | None = None):
+        if max_bytes is not None and max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.fingerprint = fingerprint
         self.version = version
+        self.max_bytes = max_bytes
 
     def _key_text(self, key: tuple) -> str:
         return json.dumps(key, separators=(",", ":"), ensure_ascii=False)
@@ -78,11 +106,22 @@ class DiskCache:
               and int(trans.min()) >= -1 and int(trans.max()) < n)
         if not ok:
             return None
+        try:
+            os.utime(self.path(key))  # used now: last in line for removal
+        except OSError:
+            pass
         return Dfa(np.ascontiguousarray(trans), accepting.copy(), meta["start"]), str(meta["kind"]), \
             tuple(meta.get("warnings", ()))
 
     def store(self, key: tuple, dfa: Dfa, kind: str, warnings: tuple[str, ...]) -> bool:
-        """Write an entry atomically; returns False if the folder is not writable."""
+        """Write an entry atomically (compressed), then trim the folder to ``max_bytes``.
+
+        Returns
+        -------
+        bool
+            False if the folder is not writable or the entry alone is larger
+            than ``max_bytes`` (nothing is written then).
+        """
         meta = {"format": FORMAT_VERSION, "version": self.version, "fingerprint": self.fingerprint,
                 "key": self._key_text(key), "kind": kind, "warnings": list(warnings), "start": int(dfa.start)}
         meta_bytes = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
@@ -91,14 +130,174 @@ class DiskCache:
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=final.stem[:16] + ".", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    np.savez(f, trans=np.ascontiguousarray(dfa.trans, np.int32),
+                    np.savez_compressed(f, trans=np.ascontiguousarray(dfa.trans, np.int32),
                              accepting=np.ascontiguousarray(dfa.accepting, np.bool_), meta=meta_bytes)
                     f.flush()
                     os.fsync(f.fileno())
+                if self.max_bytes is not None and os.path.getsize(tmp) > self.max_bytes:
+                    os.unlink(tmp)
+                    return False
                 os.replace(tmp, final)
             except BaseException:
-                os.unlink(tmp)
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
                 raise
         except OSError:
             return False
+        if self.max_bytes is not None:
+            self.trim(self.max_bytes, keep=final)
         return True
+
+    def _entries(self) -> list[tuple[float, int, Path]]:
+        """``(mtime, size, path)`` of every entry file (a file removed meanwhile is left out)."""
+        out = []
+        try:
+            with os.scandir(self.directory) as it:
+                for e in it:
+                    if e.name.endswith(".npz"):
+                        try:
+                            st = e.stat()
+                        except OSError:
+                            continue
+                        out.append((st.st_mtime, st.st_size, Path(e.path)))
+        except OSError:
+            pass
+        return out
+
+    def size_bytes(self) -> int:
+        """Bytes of the entry files now in the folder (all vocabularies and versions)."""
+        return sum(size for _, size, _ in self._entries())
+
+    def trim(self, max_bytes: int, keep: Path | None = None) -> int:
+        """Remove the least recently used entries until at most ``max_bytes`` remain.
+
+        Parameters
+        ----------
+        max_bytes : int
+        keep : pathlib.Path or None
+            A file never removed (the one just written).
+
+        Returns
+        -------
+        int
+            Files removed (mutates the folder).
+        """
+        entries = sorted(self._entries())
+        total = sum(size for _, size, _ in entries)
+        removed = 0
+        for _, size, path in entries:
+            if total <= max_bytes:
+                break
+            if path == keep:
+                continue
+            try:
+                path.unlink()
+                removed += 1
+            except OSError:
+                pass  # gone already (another process trimmed it)
+            total -= size
+        return removed
+
+
+class TemporaryCacheFolder:
+    """A private disk-cache folder, removed on :meth:`cleanup` (or when the
+    object is collected, or at interpreter exit).
+
+    ``<tmp>/leapgen-grammars-<pid>-<random>``, held by an exclusive ``flock``
+    on its ``.lock`` file for the owner's lifetime, so
+    :func:`remove_stale_folders` in a later run can tell a folder left by a
+    killed process from one in use.
+
+    Attributes
+    ----------
+    path : str
+    """
+
+    def __init__(self, parent: str | os.PathLike | None = None):
+        import weakref
+
+        self.path = tempfile.mkdtemp(prefix=f"{TEMPORARY_PREFIX}{os.getpid()}-", dir=parent)
+        self._lock_fd = _hold_lock(Path(self.path) / _LOCK_FILE)
+        self._finalizer = weakref.finalize(self, _remove_folder, self.path, self._lock_fd)
+
+    def cleanup(self) -> None:
+        """Remove the folder and release its lock (idempotent)."""
+        self._finalizer()
+
+
+def _hold_lock(path: Path) -> int | None:
+    """Open ``path`` and take an exclusive ``flock`` on it (None where there is no ``fcntl``)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: pid and age decide staleness
+        os.close(fd)
+        return None
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _remove_folder(path: str, lock_fd: int | None) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    if lock_fd is not None:
+        os.close(lock_fd)
+
+
+def remove_stale_folders(parent: str | os.PathLike | None = None) -> list[str]:
+    """Remove the temporary cache folders of processes that are gone.
+
+    A folder is stale when no process holds its lock (its owner was killed
+    before it could clean up); a folder of the older naming, without a lock
+    file, when it was not modified for a day. Folders being set up (no lock
+    file yet, younger than a minute) and folders in use are kept.
+
+    Parameters
+    ----------
+    parent : path-like or None
+        Where to look; None: the system's temporary folder.
+
+    Returns
+    -------
+    list of str
+        The folders removed (mutates the file system).
+    """
+    root = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+    removed = []
+    try:
+        candidates = [p for p in root.iterdir() if p.name.startswith(TEMPORARY_PREFIX) and p.is_dir()]
+    except OSError:
+        return removed
+    now = time.time()
+    for folder in candidates:
+        try:
+            age = now - folder.stat().st_mtime
+        except OSError:
+            continue
+        lock = folder / _LOCK_FILE
+        if lock.exists():
+            if not _lock_is_free(lock):
+                continue
+        elif age < (_SETUP_GRACE_S if folder.name.count("-") >= 3 else _UNLOCKED_STALE_S):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(str(folder))
+    return removed
+
+
+def _lock_is_free(lock: Path) -> bool:
+    """Whether no process holds the ``flock`` of ``lock`` (probed without keeping it)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        return False
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True

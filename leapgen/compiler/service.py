@@ -2,7 +2,9 @@
 
 - An LRU of compiled grammars bounded in entries and in bytes
   (``CompiledGrammar.memory_size_bytes()``, which grows as mask rows are
-  cached; the bound is enforced whenever a grammar is added).
+  cached; the bound is enforced whenever a grammar is added and whenever a
+  cached grammar grows, through its ``on_grow`` hook). An evicted grammar
+  lives on while a matcher uses it, but no longer counts.
 - Single flight: concurrent requests for the same new grammar wait for one
   compile.
 - Failures are remembered: a grammar that raised a
@@ -63,6 +65,10 @@ class CompileCache:
         self.disk = disk
         self._revive = revive
         self._entries: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+        self._sizes: dict[tuple, int] = {}  # memory_size_bytes() of each entry when last counted
+        self._key_of: dict[int, tuple] = {}  # id(grammar) -> key, for on_grow
+        self._total = 0
+        self._dropped_counts = [0, 0]  # mask-cache hits and misses of grammars no longer cached
         self._failures: OrderedDict[tuple, GrammarError] = OrderedDict()
         self._inflight: dict[tuple, threading.Event] = {}
         self._lock = threading.Lock()
@@ -106,13 +112,12 @@ class CompileCache:
                 waiter.set()
 
     def _compile(self, key: tuple, build: Callable[[], CompiledGrammar]) -> CompiledGrammar:
-        if self.disk is not None:
-            stored = self.disk.load(key)
+        stored = self.disk.load(key) if self.disk is not None else None
+        try:
             if stored is not None:
                 with self._lock:
                     self.disk_hits += 1
-                return self._revive(*stored, key)
-        try:
+                return self._revive(*stored, key)  # may raise a limit, as a compile would
             compiled = build()
         except GrammarError as e:
             with self._lock:
@@ -128,21 +133,57 @@ class CompileCache:
         with self._lock:
             if not self.max_entries:
                 return
+            if key in self._entries:
+                self._drop(key)
             self._entries[key] = compiled
-            self._entries.move_to_end(key)
+            self._sizes[key] = size = compiled.memory_size_bytes()
+            self._key_of[id(compiled)] = key
+            self._total += size
+            compiled.on_grow = self._grew
             while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-            if self.max_bytes is not None:
-                total = sum(c.memory_size_bytes() for c in self._entries.values())
-                while total > self.max_bytes and len(self._entries) > 1:
-                    _, evicted = self._entries.popitem(last=False)
-                    total -= evicted.memory_size_bytes()
+                self._drop(next(iter(self._entries)))
+            self._evict_bytes()
 
-    def memory_size_bytes(self) -> int:
-        """Summed ``memory_size_bytes()`` of the cached grammars."""
+    def _grew(self, compiled: CompiledGrammar) -> None:
+        """``on_grow`` of a cached grammar: count its new size, evict past the bound."""
+        with self._lock:
+            key = self._key_of.get(id(compiled))
+            if key is None or self._entries.get(key) is not compiled:
+                return
+            size = compiled.memory_size_bytes()
+            self._total += size - self._sizes[key]
+            self._sizes[key] = size
+            self._evict_bytes()
+
+    def _evict_bytes(self) -> None:
+        """Drop least recently used grammars while over ``max_bytes`` (the newest stays); lock held."""
+        if self.max_bytes is None:
+            return
+        while self._total > self.max_bytes and len(self._entries) > 1:
+            self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: tuple) -> None:
+        """Forget one entry (lock held); it stops counting and reporting its growth."""
+        compiled = self._entries.pop(key)
+        self._total -= self._sizes.pop(key)
+        self._key_of.pop(id(compiled), None)
+        compiled.on_grow = None
+        self._dropped_counts[0] += compiled.mask_cache_hits
+        self._dropped_counts[1] += compiled.mask_cache_misses
+
+    def mask_cache_counts(self) -> tuple[int, int]:
+        """(hits, misses) of the bitmask-row caches of the grammars cached now, plus those of grammars
+        dropped earlier (counted when dropped)."""
         with self._lock:
             entries = list(self._entries.values())
-        return sum(c.memory_size_bytes() for c in entries)
+            hits, misses = self._dropped_counts
+        return hits + sum(c.mask_cache_hits for c in entries), misses + sum(c.mask_cache_misses for c in entries)
+
+    def memory_size_bytes(self) -> int:
+        """Summed ``memory_size_bytes()`` of the cached grammars (as last counted: at insertion and
+        at each growth)."""
+        with self._lock:
+            return self._total
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -150,5 +191,6 @@ class CompileCache:
     def clear(self) -> None:
         """Forget every grammar and every remembered failure (the disk cache stays)."""
         with self._lock:
-            self._entries.clear()
+            for key in list(self._entries):
+                self._drop(key)
             self._failures.clear()

@@ -14,6 +14,13 @@ output grows (sampled and jump-forwarded text alike); one *final* event per
 sample carrying its :class:`RequestOutput`. Each event names its sample
 (``index``, for ``SamplingParams.n > 1``). A request that fails, a bad
 grammar included, gets only final events.
+
+Prompts are checked and tokenized on a tokenizer thread
+(:meth:`LLM.prepare_prompt`), never on the engine thread, so a long prompt
+does not stall the other requests' steps. With ``max_queued_requests``,
+:meth:`AsyncLLM.submit` refuses a request (:class:`QueueFullError`) while that
+many are already waiting to run (tokenizing, compiling their grammar before
+admission, or waiting for a slot).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +37,21 @@ from leapgen.engine.request import FinishReason, Request, RequestOutput
 from leapgen.engine.sampling_params import SamplingParams
 
 logger = logging.getLogger("leapgen.engine")
+
+
+class QueueFullError(Exception):
+    """:meth:`AsyncLLM.submit` refused a request: ``max_queued_requests``
+    requests already wait to run (a server answers 429).
+
+    Attributes
+    ----------
+    retry_after : int
+        Seconds a client should wait before trying again.
+    """
+
+    def __init__(self, message: str, retry_after: int = 1):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -83,6 +106,7 @@ class RequestStream:
         self.cursors: list[_Cursor] = []
         self.ready = False
         self.done = False
+        self.cancelled = False
 
     @property
     def request(self) -> Request | None:
@@ -96,6 +120,7 @@ class RequestStream:
     def cancel(self) -> None:
         """Abort the request (no effect once it finished). Thread-safe."""
         if not self.done:
+            self.cancelled = True
             self._engine._post(("abort", self))
 
     def _push(self, event: StreamEvent) -> None:
@@ -111,15 +136,30 @@ class AsyncLLM:
     llm : LLM
         Owned by the loop thread from :meth:`start` on; touch it from other
         threads only to read counters (``llm.stats``).
+    max_queued_requests : int or None, default None
+        Most requests waiting to run (submitted, not yet decoding); past it
+        :meth:`submit` raises :class:`QueueFullError`. None: no bound.
+    log_requests : bool, default True
+        Log one line per finished request (a failed one is logged whatever
+        this says, with its reason).
+    tokenizer_threads : int, default 1
+        Threads that check and tokenize prompts.
     """
 
-    def __init__(self, llm: LLM):
+    def __init__(self, llm: LLM, *, max_queued_requests: int | None = None, log_requests: bool = True,
+                 tokenizer_threads: int = 1):
+        if max_queued_requests is not None and max_queued_requests < 0:
+            raise ValueError(f"max_queued_requests must be >= 0, got {max_queued_requests}")
         self.llm = llm
+        self.max_queued_requests = max_queued_requests
+        self.log_requests = log_requests
         self._inbox: list[tuple] = []
         self._cond = threading.Condition()
         self._streams: list[RequestStream] = []
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._preparing = 0  # submitted, not yet handed to the engine thread (guarded by _cond)
+        self._tokenizer = ThreadPoolExecutor(tokenizer_threads, thread_name_prefix="leapgen-tokenize")
 
     def start(self) -> None:
         """Start the loop thread (idempotent)."""
@@ -135,11 +175,17 @@ class AsyncLLM:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self._tokenizer.shutdown(wait=False, cancel_futures=True)
 
     @property
     def num_requests(self) -> int:
         """Requests submitted and not yet finished."""
-        return len(self._streams) + len(self._inbox)
+        return len(self._streams) + len(self._inbox) + self._preparing
+
+    @property
+    def num_queued(self) -> int:
+        """Requests submitted and not decoding yet: being tokenized, or waiting in the scheduler."""
+        return self._preparing + sum(m[0] == "add" for m in list(self._inbox)) + len(self.llm.scheduler.waiting)
 
     def submit(self, prompt: str | list[dict], params: SamplingParams, *, chat: bool = True) -> RequestStream:
         """Queue a request from a coroutine (uses the running event loop).
@@ -148,12 +194,40 @@ class AsyncLLM:
         -------
         RequestStream
             Read its events with ``await stream.get()``. A request the engine
-            rejects (an empty prompt, ...) ends with a final event whose
-            output has ``finish_reason="error"``.
+            rejects (an empty or too long prompt, ...) ends with a final
+            event whose output has ``finish_reason="error"``.
+
+        Raises
+        ------
+        QueueFullError
+            If ``max_queued_requests`` requests already wait to run.
         """
+        with self._cond:
+            if self.max_queued_requests is not None and self.num_queued >= self.max_queued_requests:
+                raise QueueFullError(f"the server is busy: {self.max_queued_requests} requests are already "
+                                     "waiting to run (max_queued_requests); retry later")
+            self._preparing += 1
         stream = RequestStream(self, asyncio.get_running_loop())
-        self._post(("add", stream, prompt, params, chat))
+        try:
+            self._tokenizer.submit(self._prepare, stream, prompt, params, chat)
+        except RuntimeError:  # shut down
+            with self._cond:
+                self._preparing -= 1
+            raise
         return stream
+
+    def _prepare(self, stream: RequestStream, prompt: Any, params: SamplingParams, chat: bool) -> None:
+        """On the tokenizer thread: check and tokenize, then hand the request to the engine thread."""
+        try:
+            ids: Any = self.llm.prepare_prompt(prompt, params, chat=chat)
+        except Exception as exc:  # noqa: BLE001 - a bad prompt fails its request alone
+            if not isinstance(exc, ValueError):
+                logger.exception("preparing a prompt failed; failing that request")
+            ids = exc
+        with self._cond:
+            self._preparing -= 1
+            self._inbox.append(("add", stream, prompt, params, chat, ids))
+            self._cond.notify()
 
     def _post(self, message: tuple) -> None:
         with self._cond:
@@ -187,15 +261,19 @@ class AsyncLLM:
                 if not req.is_finished:
                     self.llm.abort_request(req)
             return
-        _, stream, prompt, params, chat = message
+        _, stream, prompt, params, chat, ids = message
         try:
-            stream.requests = self.llm.add_requests(prompt, params, chat=chat)
+            if isinstance(ids, Exception):
+                raise ids
+            if stream.cancelled:
+                raise ValueError("the request was cancelled before it started")
+            stream.requests = self.llm.add_requests(prompt, params, chat=chat, prompt_ids=ids)
         except Exception as exc:  # noqa: BLE001 - one bad request fails alone, never the engine thread
             if not isinstance(exc, ValueError):
                 logger.exception("add_requests failed; failing that request")
             failed = Request(request_id=-1, prompt="", prompt_ids=[], params=params, stop_token_ids=frozenset(),
                              generator=None)
-            failed.finish(FinishReason.ERROR, exc)
+            failed.finish(FinishReason.ABORT if stream.cancelled else FinishReason.ERROR, exc)
             stream.requests = [failed]
         stream.cursors = [_Cursor() for _ in stream.requests]
         self._streams.append(stream)
@@ -271,6 +349,12 @@ class AsyncLLM:
         return tuple(out)
 
     def _log_finished(self, out: RequestOutput) -> None:
+        if out.finish_reason == FinishReason.ERROR:
+            which = f"request {out.request_id}" if out.request_id >= 0 else "a request (refused before it started)"
+            logger.warning("%s failed: %s: %s", which, out.error_type or "error", out.error)
+            return
+        if not self.log_requests:
+            return
         if out.compile_ms:
             logger.info("request %d: grammar compiled in %.1f ms", out.request_id, out.compile_ms)
         hits, misses = self.llm.grammar.mask_cache_counts()
@@ -284,4 +368,6 @@ class AsyncLLM:
         hits, misses = self.llm.grammar.mask_cache_counts()
         return {"stats": st, "mask_cache_hits": hits, "mask_cache_misses": misses,
                 "running": len(self.llm.scheduler.running), "waiting": len(self.llm.scheduler.waiting),
-                "kv_tokens": self.llm.num_kv_tokens, "prefix_cache_tokens": self.llm.prefix_cache.num_tokens}
+                "queued": self.num_queued, "kv_tokens": self.llm.num_kv_tokens,
+                "prefix_cache_tokens": self.llm.prefix_cache.num_tokens,
+                "grammar_cache_bytes": self.llm.grammar.cache_sizes()}

@@ -26,6 +26,7 @@ any script without an ``if __name__ == "__main__"`` guard.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import select
@@ -88,6 +89,16 @@ class CompileWorker:
         Added to the worker's ``nice`` value.
     max_compile_seconds : float or None
         The worker compiler's time limit (see :class:`~leapgen.GrammarCompiler`).
+    compiler_options : dict or None
+        More :class:`~leapgen.GrammarCompiler` keywords of the worker's
+        compiler (JSON values: ``cache_bytes``, ``mask_cache_bytes``,
+        ``max_grammar_bytes``, ``disk_cache_bytes``), so its memory and disk
+        are bounded as the engine's are.
+
+    Attributes
+    ----------
+    cache_bytes : int
+        The worker compiler's in-memory cache bytes, as of its last reply.
 
     Notes
     -----
@@ -98,17 +109,26 @@ class CompileWorker:
     """
 
     def __init__(self, tokenizer_info: Any, cache_dir: str, niceness: int = 10,
-                 max_compile_seconds: float | None = None, index_cache_dir: str | None = None):
+                 max_compile_seconds: float | None = None, index_cache_dir: str | None = None,
+                 compiler_options: dict | None = None):
         with open(Path(cache_dir) / _INFO_FILE, "wb") as f:
             pickle.dump(tokenizer_info, f, protocol=pickle.HIGHEST_PROTOCOL)
         env = dict(os.environ)
         package_root = str(Path(leapgen.errors.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        argv = [sys.executable, "-m", "leapgen.engine.compile_worker", cache_dir, str(niceness),
-                str(max_compile_seconds or 0), str(index_cache_dir or "")]
+        options = dict(compiler_options or {}, max_compile_seconds=max_compile_seconds,
+                       index_cache_dir=index_cache_dir)
+        argv = [sys.executable, "-m", "leapgen.engine.compile_worker", cache_dir, str(niceness), json.dumps(options)]
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._lock = threading.Lock()
         self._ready = False
+        self.cache_bytes = 0
+        self.last_reply: dict = {}
+
+    @property
+    def pid(self) -> int:
+        """The worker process's id."""
+        return self._proc.pid
 
     def is_ready(self) -> bool:
         """Whether the worker has set itself up (its first message, read here; never blocks).
@@ -137,7 +157,9 @@ class CompileWorker:
         -------
         bool
             True if the grammar is regular (so the engine's compile of it now
-            hits the disk cache).
+            hits the disk cache). :attr:`last_reply` then holds what the
+            worker said of it (``hit``: it was in the worker's memory cache;
+            ``ms``, ``n_states``, ``bytes``).
 
         Raises
         ------
@@ -161,7 +183,10 @@ class CompileWorker:
             except (EOFError, OSError, ValueError) as exc:
                 raise CompileWorkerDied(f"the grammar compile worker is gone ({exc})") from None
         if result[0] == "error":
-            raise _rebuild_error(*result[1:])
+            self.cache_bytes = result[-1]
+            raise _rebuild_error(*result[1:-1])
+        self.last_reply = result[2]
+        self.cache_bytes = result[2]["cache_bytes"]
         return result[1]
 
     def shutdown(self) -> None:
@@ -173,11 +198,17 @@ class CompileWorker:
             self._proc.kill()
 
 
-def _serve(cache_dir: str, niceness: int, max_compile_seconds: float, index_cache_dir: str = "") -> None:
+def _serve(cache_dir: str, niceness: int, options: dict) -> None:
     """The worker's loop: read ``(method, args, kwargs)``, compile, answer
-    ``("ok", is_regular)`` or ``("error", class name, args, attributes)``
-    (an unexpected exception answers ``("ok", False)``: the engine then
-    compiles on its own and meets it); exit when the engine closes the pipe."""
+    ``("ok", is_regular, facts)`` or ``("error", class name, args, attributes,
+    cache_bytes)`` (an unexpected exception answers ``("ok", False, facts)``:
+    the engine then compiles on its own and meets it); exit when the engine
+    closes the pipe."""
+    import signal
+    import time
+
+    # Ctrl-C reaches the whole process group: the engine shuts the worker down (closes the pipe) itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints must not corrupt the replies
@@ -185,24 +216,31 @@ def _serve(cache_dir: str, niceness: int, max_compile_seconds: float, index_cach
         os.nice(niceness)
     from leapgen.compiler import GrammarCompiler
 
+    options = dict(options)
+    options["max_compile_seconds"] = options.get("max_compile_seconds") or None
     with open(Path(cache_dir) / _INFO_FILE, "rb") as f:
-        compiler = GrammarCompiler(pickle.load(f), cache_dir=cache_dir, max_compile_seconds=max_compile_seconds or None,
-                                   index_cache_dir=index_cache_dir or None)
+        compiler = GrammarCompiler(pickle.load(f), cache_dir=cache_dir, **options)
     _send(replies, "ready")
+    cache = compiler.cache
     while True:
         try:
             method, args, kwargs = _recv(requests)
         except EOFError:
             return
+        start, hits = time.perf_counter(), cache.hits
         try:
             compiled = getattr(compiler, method)(*args, **kwargs)
-            reply = ("ok", bool(compiled.is_regular))
+            facts = {"hit": cache.hits > hits, "ms": (time.perf_counter() - start) * 1e3,
+                     "n_states": getattr(compiled, "n_states", None), "bytes": compiled.memory_size_bytes(),
+                     "cache_bytes": cache.memory_size_bytes()}
+            reply = ("ok", bool(compiled.is_regular), facts)
         except leapgen.errors.GrammarError as exc:
-            reply = ("error", type(exc).__name__, exc.args, dict(vars(exc)))
+            reply = ("error", type(exc).__name__, exc.args, dict(vars(exc)), cache.memory_size_bytes())
         except Exception:  # noqa: BLE001 - a bug: the engine compiles it itself and sees the error
-            reply = ("ok", False)
+            reply = ("ok", False, {"cache_bytes": cache.memory_size_bytes()})
+        compiled = None  # not kept past the cache's bound by this loop's variable
         _send(replies, reply)
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:5])
+    _serve(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]))

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 
 from leapgen.bitmask import allocate_token_bitmask
 from leapgen.compiler import GrammarCompiler
+from leapgen.engine import grammar_log
 from leapgen.engine.compile_worker import CompileWorker, CompileWorkerDied
 from leapgen.engine.sampling_params import DEFAULT_JSON_SEPARATORS, SamplingParams
 from leapgen.errors import GrammarError
@@ -42,6 +43,12 @@ from leapgen.vocab import TokenizerInfo
 _MAX_SEEN = 256
 #: Compile time limit of a served grammar (seconds): past it the request fails alone with a CompileLimitError.
 SERVE_COMPILE_SECONDS = 30.0
+#: Default bound of the compiled-grammar cache, per process (vLLM's default for xgrammar: 512 MiB).
+DEFAULT_GRAMMAR_CACHE_BYTES = 512 << 20
+#: Default limit of one compiled grammar's size.
+DEFAULT_MAX_GRAMMAR_BYTES = 256 << 20
+#: Default bound of the disk cache folder.
+DEFAULT_DISK_CACHE_BYTES = 1 << 30
 logger = logging.getLogger("leapgen.engine")
 
 
@@ -62,6 +69,22 @@ class GrammarManager:
         With the leapgen backend, run :meth:`compile_async`'s compiles in a
         worker process (:mod:`leapgen.engine.compile_worker`) so they do not
         hold this process's GIL; False compiles on the thread itself.
+    cache_bytes : int or None, default 512 MiB
+        Bound on the compiled grammars kept in memory, in this process and
+        in the compile worker alike (each), bitmask rows filled later
+        included; a grammar's own row cache is bounded by half of it. None:
+        256 entries, no byte bound. Grammars in use by running requests stay
+        alive past eviction until they finish.
+    max_grammar_bytes : int or None, default 256 MiB
+        Largest compiled grammar: a bigger one fails its request with a
+        CompileLimitError (a 400 from the server). None: no limit.
+    cache_dir : str or None, default None
+        Folder of the disk cache shared with the compile worker: None is a
+        fresh temporary folder (``$TMPDIR/leapgen-grammars-<pid>-*``, removed
+        by :meth:`close`, at exit, and, if this process is killed, by the
+        next manager that starts); a folder given is kept.
+    disk_cache_bytes : int or None, default 1 GiB
+        Bound on the disk cache folder (least recently used files removed).
 
     Raises
     ------
@@ -72,7 +95,9 @@ class GrammarManager:
     """
 
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Iterable[int], backend: str = "leapgen",
-                 compile_in_process: bool = True):
+                 compile_in_process: bool = True, cache_bytes: int | None = DEFAULT_GRAMMAR_CACHE_BYTES,
+                 max_grammar_bytes: int | None = DEFAULT_MAX_GRAMMAR_BYTES, cache_dir: str | None = None,
+                 disk_cache_bytes: int | None = DEFAULT_DISK_CACHE_BYTES):
         from leapgen.backends import available_backends, known_backends
 
         if backend not in known_backends():
@@ -88,15 +113,23 @@ class GrammarManager:
         self._text_bytes: tuple[bytes, ...] | None = None
         self._compile_in_process = compile_in_process and backend == "leapgen"
         self._worker = None
+        self._temporary = None
+        self.cache_bytes = cache_bytes
+        self.max_grammar_bytes = max_grammar_bytes
+        self.cache_dir = cache_dir
+        self.disk_cache_bytes = disk_cache_bytes
         self.tokenizer_info = None
         self._fill_pool: ThreadPoolExecutor | None = None
         self._compile_pool: ThreadPoolExecutor | None = None
-        #: Recently compiled grammars (their mask-cache counters feed the metrics).
-        self.compiled_seen: OrderedDict[int, Any] = OrderedDict()
         self._peer_cache: OrderedDict[str, Any] = OrderedDict()
         self._seen_lock = threading.Lock()
         self._vocab_lock = threading.Lock()
         self._setup_lock = threading.Lock()
+        if self._compile_in_process and cache_dir is None:
+            from leapgen.compiler.disk_cache import remove_stale_folders
+
+            for stale in remove_stale_folders():  # left by runs that were killed
+                logger.info("removed the grammar cache folder of an earlier run: %s", stale)
 
     @property
     def compiler(self) -> Any:
@@ -111,7 +144,7 @@ class GrammarManager:
     def _build_compiler(self) -> Any:
         """The vocabulary's set-up: its TokenizerInfo, then the compiler (with leapgen, the token index
         read from ``$LEAPGEN_CACHE/token_index`` where an earlier process left it; the worker is
-        started first, so its own set-up overlaps this one)."""
+        started first, so its own set-up overlaps this one). Both compilers get this manager's bounds."""
         _ = self.vocabulary
         if self.backend_name != "leapgen":
             from leapgen.backends import get_backend
@@ -120,20 +153,24 @@ class GrammarManager:
         from leapgen.engine.model_loader import default_cache_dir
 
         index_dir = str(default_cache_dir().parent / "token_index")
+        options = self._compiler_options()
         # no warm-up compile here: the first request compiles its own grammar (prepare() warms a server up)
         if not self._compile_in_process:
             return GrammarCompiler(self.tokenizer_info, max_compile_seconds=SERVE_COMPILE_SECONDS,
-                                   index_cache_dir=index_dir, warm_up=False)
-        import shutil
-        import tempfile
+                                   index_cache_dir=index_dir, warm_up=False, **options)
         import weakref
 
-        cache_dir = tempfile.mkdtemp(prefix="leapgen-grammars-")
+        from leapgen.compiler.disk_cache import TemporaryCacheFolder
+
+        cache_dir = self.cache_dir
+        if cache_dir is None:
+            self._temporary = TemporaryCacheFolder()
+            cache_dir = self._temporary.path
         self._worker = CompileWorker(self.tokenizer_info, cache_dir, max_compile_seconds=SERVE_COMPILE_SECONDS,
-                                     index_cache_dir=index_dir)
-        weakref.finalize(self, _close_worker, self._worker, cache_dir, shutil.rmtree)
+                                     index_cache_dir=index_dir, compiler_options=options)
+        weakref.finalize(self, _close_worker, self._worker, self._temporary)
         return GrammarCompiler(self.tokenizer_info, cache_dir=cache_dir, max_compile_seconds=SERVE_COMPILE_SECONDS,
-                               index_cache_dir=index_dir, warm_up=False)
+                               index_cache_dir=index_dir, warm_up=False, **options)
 
     def prepare(self, timeout: float = 60.0) -> None:
         """Set the grammar layer up now (a server before it listens): the vocabulary, the compiler,
@@ -146,6 +183,33 @@ class GrammarManager:
         deadline = time.monotonic() + timeout
         while self._worker is not None and not self._worker.is_ready() and time.monotonic() < deadline:
             time.sleep(0.02)
+
+    def _compiler_options(self) -> dict:
+        """The GrammarCompiler bounds of this manager (the engine's and the worker's compiler alike)."""
+        from leapgen.compiler.compiled import DEFAULT_MASK_CACHE_BYTES
+
+        options: dict = {"max_grammar_bytes": self.max_grammar_bytes, "disk_cache_bytes": self.disk_cache_bytes}
+        if self.cache_bytes is not None:
+            options["cache_bytes"] = self.cache_bytes
+            options["mask_cache_bytes"] = min(DEFAULT_MASK_CACHE_BYTES, self.cache_bytes // 2)
+        return options
+
+    def close(self) -> None:
+        """Stop the compile worker and remove the temporary disk cache folder
+        (idempotent; later compiles run on the compile thread, without a disk cache)."""
+        worker, self._worker = self._worker, None
+        temporary, self._temporary = self._temporary, None
+        _close_worker(worker, temporary)
+
+    def cache_sizes(self) -> dict[str, int]:
+        """Bytes of the grammar caches: ``memory`` (this process's compiler), ``worker_memory`` (the
+        compile worker's, as of its last reply), ``disk`` (the disk cache folder)."""
+        compiler = self._compiler
+        cache = getattr(compiler, "cache", None)
+        disk = getattr(cache, "disk", None)
+        return {"memory": cache.memory_size_bytes() if cache is not None else 0,
+                "worker_memory": self._worker.cache_bytes if self._worker is not None else 0,
+                "disk": disk.size_bytes() if disk is not None else 0}
 
     @property
     def vocabulary(self) -> Any:
@@ -250,17 +314,18 @@ class GrammarManager:
             compiled = getattr(compiler, kind)(*args, **kwargs)  # the compiler has its own cache
         else:
             compiled = self._peer_compile(kind, args, kwargs)
-        with self._seen_lock:
-            self.compiled_seen[id(compiled)] = compiled
-            self.compiled_seen.move_to_end(id(compiled))
-            while len(self.compiled_seen) > _MAX_SEEN:
-                self.compiled_seen.popitem(last=False)
         return compiled, (time.perf_counter() - start) * 1000.0
 
-    def compile_async(self, params: SamplingParams) -> Future:
+    def compile_async(self, params: SamplingParams, request_id: int | None = None) -> Future:
         """:meth:`compile` on the manager's compile thread (starts at once),
         the work itself in the compile worker process once it is set up (until
         then, and without a worker, on the thread itself).
+
+        Parameters
+        ----------
+        params : SamplingParams
+        request_id : int or None
+            Named in the grammar debug log's compile line.
 
         Returns
         -------
@@ -278,18 +343,31 @@ class GrammarManager:
 
         def run():
             _ = self.compiler  # the first request pays the set-up, timed
-            if self._worker is not None and self._worker.is_ready():
+            facts: dict = {}
+            worker = self._worker
+            if worker is not None and worker.is_ready():
                 try:
-                    self._worker.compile(*self._compile_call(params))  # a GrammarError is raised here
+                    worker.compile(*self._compile_call(params))  # a GrammarError is raised here
+                    facts = worker.last_reply
                 except CompileWorkerDied:
                     logger.warning("the grammar compile worker died; compiling on the engine's thread from now on")
                     self._worker = None
+            cache = getattr(self._compiler, "cache", None)
+            hits = cache.hits if cache is not None else 0
             compiled, _ = self.compile(params)  # a disk-cache hit after the worker's compile
-            return compiled, (time.perf_counter() - submitted) * 1000.0
+            ms = (time.perf_counter() - submitted) * 1000.0
+            if grammar_log.debug_enabled():
+                hit = facts.get("hit", cache is not None and cache.hits > hits)
+                grammar_log.logger.debug(
+                    "grammar compile: request %s: %s: %.1f ms, %s, %s states, %.1f MiB", request_id,
+                    grammar_log.describe_grammar(params), ms, "cache hit" if hit else "new",
+                    getattr(compiled, "n_states", "?"), _size_of(compiled) / 2**20)
+            return compiled, ms
 
         return self._compile_pool.submit(run)
 
-    def batch_fill_async(self, matchers: Sequence[Any], bitmask: Any, timing: dict | None = None) -> Future:
+    def batch_fill_async(self, matchers: Sequence[Any], bitmask: Any, timing: dict | None = None,
+                         request_ids: Sequence[int] | None = None) -> Future:
         """Fill row ``i`` of ``bitmask`` from ``matchers[i]`` on the mask
         worker thread.
 
@@ -302,6 +380,8 @@ class GrammarManager:
         timing : dict or None, default None
             When given, the worker sets ``"start"`` and ``"end"``: the fill's
             ``time.perf_counter()`` bounds (for step traces).
+        request_ids : sequence of int or None
+            Named in the grammar debug log's mask-cache lines (one per row).
 
         Returns
         -------
@@ -312,11 +392,17 @@ class GrammarManager:
         if self._fill_pool is None:
             self._fill_pool = ThreadPoolExecutor(1, thread_name_prefix="leapgen-mask")
 
+        debug = grammar_log.debug_enabled()
+
         def fill():
             start = time.perf_counter()
             if timing is not None:
                 timing["start"] = start
-            need = [m.fill_next_token_bitmask(bitmask, i) for i, m in enumerate(matchers)]
+            if debug:
+                need = [_logged_fill(m, bitmask, i, request_ids[i] if request_ids else i)
+                        for i, m in enumerate(matchers)]
+            else:
+                need = [m.fill_next_token_bitmask(bitmask, i) for i, m in enumerate(matchers)]
             end = time.perf_counter()
             if timing is not None:
                 timing["end"] = end
@@ -326,9 +412,12 @@ class GrammarManager:
 
     def mask_cache_counts(self) -> tuple[int, int]:
         """(hits, misses) of the per-state bitmask caches of every compiled
-        grammar seen so far."""
+        grammar of this process's cache (and of those it dropped)."""
+        cache = getattr(self._compiler, "cache", None)
+        if cache is not None:
+            return cache.mask_cache_counts()
         with self._seen_lock:
-            seen = list(self.compiled_seen.values())
+            seen = list(self._peer_cache.values())
         return (sum(getattr(c, "mask_cache_hits", 0) for c in seen),
                 sum(getattr(c, "mask_cache_misses", 0) for c in seen))
 
@@ -440,10 +529,33 @@ class GrammarManager:
         return GrammarMatcher(compiled, stop_token_ids=None if stop == self.stop_token_ids else sorted(stop))
 
 
-def _close_worker(worker: Any, cache_dir: str, rmtree: Any) -> None:
-    """Finalizer: stop the compile worker and remove its cache folder."""
-    worker.shutdown()
-    rmtree(cache_dir, ignore_errors=True)
+def _close_worker(worker: Any, temporary: Any) -> None:
+    """Stop the compile worker (if any) and remove the temporary cache folder (if any)."""
+    if worker is not None:
+        worker.shutdown()
+    if temporary is not None:
+        temporary.cleanup()
+
+
+def _logged_fill(matcher: Any, bitmask: Any, row: int, request_id: int) -> bool:
+    """One row's fill with its grammar debug line: a mask-cache hit or a miss (and its time)."""
+    grammar = getattr(matcher, "compiled_grammar", None)
+    misses = getattr(grammar, "mask_cache_misses", None)
+    start = time.perf_counter()
+    need = matcher.fill_next_token_bitmask(bitmask, row)
+    if misses is None:
+        grammar_log.logger.debug("mask fill: request %s (%.2f ms)", request_id, (time.perf_counter() - start) * 1e3)
+    elif grammar.mask_cache_misses > misses:
+        grammar_log.logger.debug("mask cache miss: request %s (%.2f ms)", request_id,
+                                 (time.perf_counter() - start) * 1e3)
+    else:
+        grammar_log.logger.debug("mask cache hit: request %s", request_id)
+    return need
+
+
+def _size_of(compiled: Any) -> int:
+    size = getattr(compiled, "memory_size_bytes", None)
+    return size() if callable(size) else 0
 
 
 #: The schema of ``json_object``: any JSON object (read with ``strict_mode=False``: any members).

@@ -27,15 +27,17 @@ from typing import Any, Sequence
 import torch
 
 from leapgen.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+from leapgen.engine import grammar_log
 from leapgen.engine.chat.plan import ChatSettings
-from leapgen.engine.grammar_manager import GrammarManager
+from leapgen.engine.grammar_manager import (DEFAULT_DISK_CACHE_BYTES, DEFAULT_GRAMMAR_CACHE_BYTES,
+                                            DEFAULT_MAX_GRAMMAR_BYTES, GrammarManager)
 from leapgen.engine.jump_forward import JumpForward, common_prefix_length, try_jump_forward
 from leapgen.engine.logprobs import entry_of, output_entries, prompt_rows_needed, rows_needed, score_batch
 from leapgen.engine.model_loader import DEFAULT_MODEL, LoadedModel, configure_threads, load_model
 from leapgen.engine.model_runner import ModelRunner
 from leapgen.engine.parallel_sampling import make_samples, prompt_ready, rides_on, share_prompt, waits_for_leader
 from leapgen.engine.prefix_cache import PrefixCache
-from leapgen.engine.prompt import build_prompt_ids, check_prompt_fits, default_stop_token_ids
+from leapgen.engine.prompt import PromptChecker, default_stop_token_ids
 from leapgen.engine.request import FinishReason, Request, RequestOutput
 from leapgen.engine.sampler import sample
 from leapgen.engine.sampling_params import SamplingParams
@@ -97,12 +99,26 @@ class LLM:
         ``"qwen3"`` or ``"deepseek_r1"``: :meth:`chat` outputs start with
         the model's thinking, free of the grammar, returned apart
         (``reasoning_content``). See :mod:`leapgen.engine.chat.reasoning`.
+    max_model_len : int or None, default None
+        Most tokens of a request, prompt plus ``max_tokens`` (vLLM's
+        ``max_model_len``); None: the model's context
+        (``config.max_position_embeddings``). At most that context.
+    grammar_cache_bytes, max_grammar_bytes, grammar_cache_dir, grammar_disk_cache_bytes
+        The grammar caches' bounds: :class:`GrammarManager`'s ``cache_bytes``
+        (default 512 MiB, in this process and in the compile worker alike),
+        ``max_grammar_bytes`` (default 256 MiB), ``cache_dir`` (default a
+        temporary folder removed at exit) and ``disk_cache_bytes`` (default
+        1 GiB).
 
     Attributes
     ----------
     tokenizer, model_runner, stop_token_ids, scheduler, stats, grammar, prefix_cache, jump_forward_min_chars
     chat_settings : leapgen.engine.chat.plan.ChatSettings
         The chat template, tool-call format and reasoning parser.
+    num_threads : int
+        torch's intra-op threads, as set.
+    max_model_len : int or None
+        The longest request (prompt plus ``max_tokens``), in tokens.
     step_trace : collections.deque of dict
         The last 256 steps that ran a forward pass, oldest first: ``step``,
         ``num_forward`` (sequences in the forward), ``num_masked`` (bitmask
@@ -115,7 +131,9 @@ class LLM:
     leapgen.engine.model_loader.ModelLoadError
         If the model cannot be loaded.
     ValueError, ImportError
-        Unknown or not installed ``grammar_backend``; unknown ``prefill_dtype``; ``jump_forward_min_chars`` < 1.
+        Unknown or not installed ``grammar_backend``; unknown ``prefill_dtype``;
+        ``jump_forward_min_chars`` < 1; ``max_model_len`` past the model's
+        context; a bad ``$LEAPGEN_GRAMMAR_LOG_LEVEL``.
 
     Examples
     --------
@@ -129,17 +147,27 @@ class LLM:
                  loaded: LoadedModel | None = None, max_running: int = 16, kv_token_budget: int = 65536,
                  prefix_cache_tokens: int = 4096, grammar_backend: str = "leapgen", compile_in_process: bool = True,
                  prefill_dtype: Any = "auto", jump_forward_min_chars: int = JUMP_FORWARD_MIN_CHARS,
-                 tool_call_format: str | None = None, reasoning_parser: str | None = None):
+                 tool_call_format: str | None = None, reasoning_parser: str | None = None,
+                 max_model_len: int | None = None,
+                 grammar_cache_bytes: int | None = DEFAULT_GRAMMAR_CACHE_BYTES,
+                 max_grammar_bytes: int | None = DEFAULT_MAX_GRAMMAR_BYTES, grammar_cache_dir: str | None = None,
+                 grammar_disk_cache_bytes: int | None = DEFAULT_DISK_CACHE_BYTES):
         if isinstance(jump_forward_min_chars, bool) or not isinstance(jump_forward_min_chars, int) \
                 or jump_forward_min_chars < 1:
             raise ValueError(f"jump_forward_min_chars must be an int >= 1, got {jump_forward_min_chars!r}")
-        configure_threads(num_threads)
+        self.num_threads = configure_threads(num_threads)
+        grammar_log.configure()
         self.loaded = loaded if loaded is not None else load_model(model, cache_dir=cache_dir)
         self.tokenizer = self.loaded.tokenizer
         self.model_runner = ModelRunner(self.loaded.model, prefill_dtype=prefill_dtype)
         self.stop_token_ids = default_stop_token_ids(self.tokenizer, self.loaded.model)
+        self._prompts = PromptChecker(self.tokenizer, self.model_runner.vocab_size, self.max_context_tokens,
+                                      max_model_len)
+        self.max_model_len = self._prompts.max_model_len
         self.grammar = GrammarManager(self.tokenizer, self.model_runner.vocab_size, self.stop_token_ids,
-                                      backend=grammar_backend, compile_in_process=compile_in_process)
+                                      backend=grammar_backend, compile_in_process=compile_in_process,
+                                      cache_bytes=grammar_cache_bytes, max_grammar_bytes=max_grammar_bytes,
+                                      cache_dir=grammar_cache_dir, disk_cache_bytes=grammar_disk_cache_bytes)
         self.scheduler = Scheduler(max_running, kv_token_budget)
         self.stats = EngineStats()
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
@@ -267,6 +295,28 @@ class LLM:
         n = getattr(getattr(self.loaded.model, "config", None), "max_position_embeddings", None)
         return n if isinstance(n, int) and n > 0 else None
 
+    @property
+    def max_token_bytes(self) -> int:
+        """An upper bound on the UTF-8 bytes of one token's text (see :class:`PromptChecker`)."""
+        return self._prompts.max_token_bytes
+
+    def prepare_prompt(self, prompt: str | list[dict] | list[int], params: SamplingParams, *,
+                       chat: bool = True) -> list[int]:
+        """Check a request and tokenize its prompt (safe on any thread; the
+        server runs it off the engine thread). See :meth:`PromptChecker.prepare`.
+
+        Returns
+        -------
+        list of int
+            The prompt token ids (chat template applied with ``chat``).
+
+        Raises
+        ------
+        ValueError
+            As :meth:`add_requests` does.
+        """
+        return self._prompts.prepare(prompt, params, chat=chat)
+
     def add_request(self, prompt: str | list[dict], params: SamplingParams, *, chat: bool = True) -> Request:
         """Queue one request of one sample (:meth:`add_requests` with
         ``params.n == 1``).
@@ -280,7 +330,8 @@ class LLM:
             raise ValueError(f"add_request queues one sample; use add_requests for n={params.n}")
         return self.add_requests(prompt, params, chat=chat)[0]
 
-    def add_requests(self, prompt: str | list[dict], params: SamplingParams, *, chat: bool = True) -> list[Request]:
+    def add_requests(self, prompt: str | list[dict], params: SamplingParams, *, chat: bool = True,
+                     prompt_ids: list[int] | None = None) -> list[Request]:
         """Queue the ``params.n`` samples of one prompt; the grammar compile
         (one for all) starts now, on a worker.
 
@@ -291,6 +342,9 @@ class LLM:
             token ids.
         params : SamplingParams
         chat : bool, default True
+        prompt_ids : list of int or None
+            The prompt's ids from :meth:`prepare_prompt` (done elsewhere:
+            the server's tokenizer thread); None: prepared here.
 
         Returns
         -------
@@ -304,27 +358,28 @@ class LLM:
         ValueError
             If ``params`` is not a SamplingParams, its ``stop_token_ids`` are
             outside the model's vocabulary, or the prompt is empty, ill-typed or
-            not shorter than the model's context (``max_context_tokens``), or
-            prompt plus ``max_tokens`` exceeds that context (as vLLM refuses it),
-            or ``params.prompt_logprobs_start`` is not within the prompt.
+            not shorter than ``max_model_len`` (default: the model's context,
+            ``max_context_tokens``), or prompt plus ``max_tokens`` exceeds it
+            (as vLLM refuses it), or ``params.prompt_logprobs_start`` is not
+            within the prompt; see :class:`PromptChecker`.
         """
-        if not isinstance(params, SamplingParams):
-            raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
-        vocab_size = self.model_runner.vocab_size
-        if params.stop_token_ids is not None and any(t >= vocab_size for t in params.stop_token_ids):
-            raise ValueError(f"stop_token_ids must be < the vocabulary size {vocab_size}")
+        if prompt_ids is None:
+            prompt_ids = self.prepare_prompt(prompt, params, chat=chat)
         stop_ids = frozenset(params.stop_token_ids) if params.stop_token_ids is not None else self.stop_token_ids
-        prompt_ids = build_prompt_ids(self.tokenizer, prompt, chat=chat)
-        check_prompt_fits(prompt_ids, params.max_tokens, vocab_size, self.max_context_tokens)
-        if params.prompt_logprobs is not None and params.prompt_logprobs_start >= len(prompt_ids):
-            raise ValueError(f"prompt_logprobs_start (SGLang's logprob_start_len) {params.prompt_logprobs_start} "
-                             f"must be less than the prompt's length ({len(prompt_ids)} tokens)")
-        future = self.grammar.compile_async(params) if params.constrained else None
-        requests = make_samples(prompt if isinstance(prompt, str) else "", prompt_ids, params, stop_ids, future,
+        requests = make_samples(prompt if isinstance(prompt, str) else "", prompt_ids, params, stop_ids, None,
                                 self._ids)
+        if params.constrained:  # one compile for all samples, named in the grammar log by the first
+            future = self.grammar.compile_async(params, request_id=requests[0].request_id)
+            for req in requests:
+                req.compile_future = future
         for req in requests:
             self.scheduler.add(req)
         return requests
+
+    def close(self) -> None:
+        """Stop the grammar compile worker and remove the temporary grammar disk cache (idempotent; also
+        done at interpreter exit)."""
+        self.grammar.close()
 
     def abort_request(self, req: Request) -> None:
         """Cancel ``req`` (finish reason ``"abort"``) and free its KV cache.
@@ -396,7 +451,8 @@ class LLM:
         trace = {"step": self.stats.steps, "num_forward": len(fwd), "num_masked": num_masked}
         if num_masked:
             bitmask = allocate_token_bitmask(num_masked, self.model_runner.vocab_size)
-            fill = self.grammar.batch_fill_async([r.matcher for r in sampling[:num_masked]], bitmask, fill_times)
+            fill = self.grammar.batch_fill_async([r.matcher for r in sampling[:num_masked]], bitmask, fill_times,
+                                                 request_ids=[r.request_id for r in sampling[:num_masked]])
         trace["forward_start"] = time.perf_counter()
         logits = self._forward(fwd)  # the mask worker fills meanwhile
         trace["forward_end"] = time.perf_counter()
@@ -513,6 +569,7 @@ class LLM:
             if req.index == 0:  # (the samples of one request share its compile)
                 self.stats.compiles += 1
                 self.stats.compile_ms += req.compile_ms
+                self.stats.compile_seconds.observe(req.compile_ms / 1000.0)
             req.matcher = self.grammar.new_matcher(compiled, req.stop_token_ids)
             if req.params.jump_forward:
                 # Text forced from the very start (``{"id": ``) joins the prefill
@@ -613,12 +670,17 @@ class LLM:
                                     min_chars=self.jump_forward_min_chars, text=forced)
         if jump is None:
             return False
+        before = req.sampled.count(False)
         keep = req.replace_output(jump.new_ids, jump.common_prefix)
         first_new = len(req.prompt_ids) + jump.common_prefix
         if req.logprobs is not None and keep >= first_new > 0:
             # Feed the token before the new ones again: its row in the extend pass scores the first new token.
             keep = req.num_cached = first_new - 1
         self.model_runner.crop(req.kv_cache, keep)
+        if grammar_log.debug_enabled():
+            forced = self.decode(jump.new_ids[jump.common_prefix:])
+            grammar_log.logger.debug("Jump forward: request %d: %d tokens skipped (%r)", req.request_id,
+                                     req.sampled.count(False) - before, forced[:80])
         return True
 
     def _end(self, req: Request, reason: str) -> None:

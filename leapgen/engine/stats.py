@@ -2,8 +2,41 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
+
+#: Upper bounds (seconds) of the compile-time histogram's buckets (Prometheus ``le``), then +Inf.
+COMPILE_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+@dataclass(slots=True)
+class Histogram:
+    """Counts of observations per bucket (not cumulative; Prometheus' cumulative
+    ``_bucket`` series are sums of these), their count and sum.
+
+    Attributes
+    ----------
+    bounds : tuple of float
+        Upper bounds, ascending; one more bucket past the last (+Inf).
+    counts : list of int
+        ``len(bounds) + 1`` counts.
+    total : float
+        Sum of the observations.
+    """
+
+    bounds: tuple = COMPILE_SECONDS_BUCKETS
+    counts: list = field(default_factory=lambda: [0] * (len(COMPILE_SECONDS_BUCKETS) + 1))
+    total: float = 0.0
+
+    def observe(self, value: float) -> None:
+        """Count ``value`` in the first bucket whose bound is >= it (mutates)."""
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
 
 
 @dataclass(slots=True)
@@ -21,6 +54,9 @@ class EngineStats:
         size = ``batched_sequences / forward_passes``).
     compiles, compile_ms : int, float
         Grammar compiles waited for and their summed wall time (ms).
+    compile_seconds : Histogram
+        The same compiles' wall times, seconds (queueing included; a cache
+        hit is one too).
     mask_steps, mask_fill_ms, mask_wait_ms : int, float, float
         Steps that filled bitmasks; the fill time on the mask worker (ms,
         summed) and the part of it the engine waited for after its forward
@@ -42,6 +78,7 @@ class EngineStats:
     batched_sequences: int = 0
     compiles: int = 0
     compile_ms: float = 0.0
+    compile_seconds: Histogram = field(default_factory=Histogram)
     mask_steps: int = 0
     mask_fill_ms: float = 0.0
     mask_wait_ms: float = 0.0

@@ -7,7 +7,9 @@ Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``,
 ``docs/server_fields.md``.
 Requests are handled on the asyncio loop; the model runs in the engine loop
 thread of :class:`leapgen.engine.async_llm.AsyncLLM`. Every error is an
-OpenAI-shaped JSON object; a malformed body or grammar is a 400.
+OpenAI-shaped JSON object; a malformed body or grammar is a 400. The limits
+of :mod:`leapgen.server.limits` (API key: 401, body size: 413, queue: 429)
+apply to every route.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from leapgen.engine.async_llm import AsyncLLM
+from leapgen.engine.async_llm import AsyncLLM, QueueFullError
+from leapgen.server.limits import Refusals, RequestLimits, ServeLimits, queue_full_response
+from leapgen.server.metrics import render_limit_metrics
 from leapgen.server.protocol import CompletionRequest, error_body, now
 from leapgen.server.protocol_chat import ChatCompletionRequest
 from leapgen.server.protocol_responses import ResponsesRequest
@@ -35,7 +39,8 @@ from leapgen.server.serving_responses import create_response
 logger = logging.getLogger("leapgen.server")
 
 
-def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tokens: int = 256) -> FastAPI:
+def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tokens: int = 256,
+               limits: ServeLimits | None = None) -> FastAPI:
     """The FastAPI application over a started (or startable) engine.
 
     Parameters
@@ -46,6 +51,10 @@ def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tok
         The id ``/v1/models`` lists and responses carry.
     default_max_tokens : int, default 256
         ``max_tokens`` of a request that gives none.
+    limits : ServeLimits or None
+        API key, body size and queue bounds; None: ``ServeLimits()`` (8 MiB
+        bodies, no key, the engine's queue bound). A ``max_queued_requests``
+        given is set on ``engine`` (mutates it).
     """
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -53,6 +62,15 @@ def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tok
         yield
 
     app = FastAPI(title="leapgen", version=_version(), lifespan=lifespan)
+    limits = limits if limits is not None else ServeLimits()
+    if limits.max_queued_requests is not None:
+        engine.max_queued_requests = limits.max_queued_requests
+    refusals = app.state.refusals = Refusals()
+    app.add_middleware(RequestLimits, limits=limits, refusals=refusals)
+
+    @app.exception_handler(QueueFullError)
+    async def _queue_full(_: Request, exc: QueueFullError) -> JSONResponse:
+        return queue_full_response(exc, refusals)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -122,7 +140,8 @@ def create_app(engine: AsyncLLM, *, model_name: str = "default", default_max_tok
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
-        return PlainTextResponse(render_metrics(engine.describe()), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(render_metrics(engine.describe(), refusals.snapshot()),
+                                 media_type="text/plain; version=0.0.4")
 
     return app
 
@@ -151,8 +170,9 @@ def _validation_message(errors: list) -> tuple[str, str | None]:
     return f"invalid request: {msg} (at {param or 'the body'})", param
 
 
-def render_metrics(snapshot: dict) -> str:
-    """Prometheus text exposition of :meth:`AsyncLLM.describe`'s snapshot."""
+def render_metrics(snapshot: dict, refusals: dict[int, int] | None = None) -> str:
+    """Prometheus text exposition of :meth:`AsyncLLM.describe`'s snapshot
+    (and the refusal counts, see :mod:`leapgen.server.metrics`)."""
     st = snapshot["stats"]
     hits, misses = snapshot["mask_cache_hits"], snapshot["mask_cache_misses"]
     lines = ["# TYPE leapgen_requests_total counter"]
@@ -176,6 +196,7 @@ def render_metrics(snapshot: dict) -> str:
               "kv_tokens": snapshot["kv_tokens"], "prefix_cache_tokens": snapshot.get("prefix_cache_tokens", 0)}
     for name, value in gauges.items():
         lines += [f"# TYPE leapgen_{name} gauge", f"leapgen_{name} {value}"]
+    lines += render_limit_metrics(snapshot, refusals)
     return "\n".join(lines) + "\n"
 
 
@@ -201,13 +222,23 @@ def warmup(engine: AsyncLLM, folder: str | Path) -> int:
 def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, max_running: int = 16,
           kv_token_budget: int = 65536, prefix_cache_tokens: int = 4096, warmup_dir: str | None = None,
           num_threads: int | None = None, grammar_backend: str = "leapgen", prefill_dtype: str = "auto",
-          tool_call_format: str | None = None, reasoning_parser: str | None = None) -> None:
+          tool_call_format: str | None = None, reasoning_parser: str | None = None,
+          served_model_name: str | None = None, limits: ServeLimits | None = None, log_requests: bool = True,
+          log_level: str = "info", **engine_options: Any) -> None:
     """Load the model and serve until interrupted (blocks).
 
     Parameters are :class:`~leapgen.engine.LLM`'s (``grammar_backend``: the
     grammar engine of every constrained request; ``tool_call_format`` and
-    ``reasoning_parser``: how chat completions read tool calls and thinking),
-    the address, and ``warmup_dir`` (see :func:`warmup`).
+    ``reasoning_parser``: how chat completions read tool calls and thinking;
+    ``engine_options``: its ``max_model_len`` and grammar cache bounds), the
+    address, ``warmup_dir`` (see :func:`warmup`), ``served_model_name`` (the
+    id ``/v1/models`` lists; default: ``model``), ``limits`` (see
+    :class:`ServeLimits`; the queue bound is the engine's), ``log_requests``
+    (one line per finished request, and uvicorn's access log) and
+    ``log_level`` (uvicorn's).
+
+    SIGINT and SIGTERM stop the server cleanly, during the model load too:
+    the compile worker is stopped and the temporary grammar disk cache removed.
 
     Raises
     ------
@@ -215,31 +246,53 @@ def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, 
         If the model cannot be loaded.
     ValueError, ImportError
         Unknown or not installed ``grammar_backend``; unknown
-        ``tool_call_format`` or ``reasoning_parser``.
+        ``tool_call_format`` or ``reasoning_parser``; a bad ``max_model_len``.
     """
     import gc
+    import signal
+    import threading
 
     import uvicorn
 
     from leapgen.engine.llm_engine import LLM
+    from leapgen.server.logging_setup import startup_line
 
-    llm = LLM(model, num_threads=num_threads, max_running=max_running, kv_token_budget=kv_token_budget,
-              prefix_cache_tokens=prefix_cache_tokens, grammar_backend=grammar_backend, prefill_dtype=prefill_dtype,
-              tool_call_format=tool_call_format, reasoning_parser=reasoning_parser)
-    llm.grammar.prepare()  # the vocabulary, kernels and compile worker: not in the first request's TTFT
-    engine = AsyncLLM(llm)
-    if warmup_dir is not None:
-        logger.info("warm-up: %d schemas compiled", warmup(engine, warmup_dir))
-    # What start-up made (torch, transformers, the model, the grammar layer: ~300k objects) lives as long as the
-    # server: out of the collector's generations, a full collection does not walk it again (a 50-200 ms pause
-    # otherwise), as vLLM does after its start-up.
-    gc.collect()
-    gc.freeze()
-    app = create_app(engine, model_name=model)
+    limits = limits if limits is not None else ServeLimits()
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main else None
+    llm = None
     try:
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        llm = LLM(model, num_threads=num_threads, max_running=max_running, kv_token_budget=kv_token_budget,
+                  prefix_cache_tokens=prefix_cache_tokens, grammar_backend=grammar_backend,
+                  prefill_dtype=prefill_dtype, tool_call_format=tool_call_format,
+                  reasoning_parser=reasoning_parser, **engine_options)
+        llm.grammar.prepare()  # the vocabulary, kernels and compile worker: not in the first request's TTFT
+        engine = AsyncLLM(llm, max_queued_requests=limits.max_queued_requests, log_requests=log_requests)
+        if warmup_dir is not None:
+            logger.info("warm-up: %d schemas compiled", warmup(engine, warmup_dir))
+        # What start-up made (torch, transformers, the model, the grammar layer: ~300k objects) lives as long as
+        # the server: out of the collector's generations, a full collection does not walk it again (a 50-200 ms
+        # pause otherwise), as vLLM does after its start-up.
+        gc.collect()
+        gc.freeze()
+        name = served_model_name or model
+        logger.info("%s", startup_line(llm, host=host, port=port, model_name=name, limits=limits,
+                                       max_queued=limits.max_queued_requests))
+        app = create_app(engine, model_name=name, limits=limits)
+        try:
+            uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=log_requests)
+        finally:
+            engine.stop()
     finally:
-        engine.stop()
+        if llm is not None:
+            llm.close()
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM outside uvicorn's own handling (the model load): exit through the ``finally`` blocks."""
+    raise SystemExit(128 + signum)
 
 
 def _version() -> str:

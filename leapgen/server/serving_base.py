@@ -96,7 +96,14 @@ class RequestGroup:
     """
 
     def __init__(self, engine: AsyncLLM, prompts: Sequence[Any], params: Sequence[Any], *, chat: bool):
-        self.handles = [engine.submit(p, sp, chat=chat) for p, sp in zip(prompts, params)]
+        self.handles: list = []
+        try:
+            for p, sp in zip(prompts, params):
+                self.handles.append(engine.submit(p, sp, chat=chat))
+        except Exception:  # the queue is full (a 429): the prompts already queued are not left running
+            for handle in self.handles:
+                handle.cancel()
+            raise
         self.offsets, total = [], 0
         for sp in params:
             self.offsets.append(total)

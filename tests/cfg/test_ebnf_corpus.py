@@ -27,13 +27,14 @@ from pathlib import Path
 import pytest
 
 from leapgen import GrammarCompiler, GrammarError, GrammarMatcher, TokenizerInfo
+from vocab_loaders import shared_missing
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"  # ../shared beside the repository root
 CORPORA = SHARED / "corpora"
 GRAMMARS = Path(__file__).resolve().parents[1] / "grammars"
 
 needs_shared = pytest.mark.skipif(not CORPORA.is_dir(),
-                                  reason=f"{CORPORA} is missing: check out the shared folder beside the repository")
+                                  reason=shared_missing(CORPORA))
 
 # The xgrammar EBNF grammars leapgen refuses on purpose (left recursion): first line -> reason.
 LEFT_RECURSIVE = {

@@ -39,6 +39,7 @@ import pytest
 from leapgen import GrammarCompiler, GrammarMatcher
 from leapgen.grammar.builtin import JSON_GBNF, JSON_VALUE_GBNF
 from tests.cfg.small_grammars import ARITH_GBNF
+from vocab_loaders import shared_missing
 
 xgr = pytest.importorskip("xgrammar", reason="xgrammar is not installed (pip install xgrammar)")
 
@@ -217,7 +218,7 @@ def test_outlines_gbnf_versions_on_their_samples(engines, name):
     and force the same text at every character (the first 1,500 characters of each)."""
     samples = sorted((OUTLINES_SAMPLES / name).glob("*.test"))
     if not samples:
-        pytest.skip(f"{OUTLINES_SAMPLES} is missing: check out the shared folder beside the repository")
+        pytest.skip(shared_missing(OUTLINES_SAMPLES))
     text = (GRAMMAR_FILES / f"{name}.gbnf").read_text("utf-8")
     _, xc, lc = engines
     xg, lg = xc.compile_grammar(xgr.Grammar.from_ebnf(text)), lc.compile_grammar(text)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from leapgen import GrammarMatcher, SchemaError
+from vocab_loaders import shared_missing
 
 CASE = Path(__file__).resolve().parents[3] / "shared" / "cases" / "recursive-ref-tree.json"
 
@@ -65,7 +66,7 @@ def must_reject(depth: int) -> list[str]:
 @pytest.fixture(scope="module")
 def case() -> dict:
     if not CASE.is_file():
-        pytest.skip(f"{CASE} is missing: check out the shared folder beside the repository")
+        pytest.skip(shared_missing(CASE))
     return json.loads(CASE.read_text("utf-8"))
 
 

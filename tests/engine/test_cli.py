@@ -90,3 +90,55 @@ def test_serve_grammar_backend_choices():
         assert build_parser().parse_args(["serve", "--grammar-backend", name]).grammar_backend == name
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--grammar-backend", "nope"])
+
+
+def test_an_inline_schema_that_is_not_json_is_a_usage_error(capsys):
+    assert main(["generate", "--json-schema", '{"type": ', "hi"]) == EXIT_USAGE
+    assert "the --json-schema text is not valid JSON" in capsys.readouterr().err
+    assert main(["generate", "--ebnf", "/nonexistent/grammar.gbnf", "hi"]) == EXIT_USAGE
+    assert "--ebnf is neither a grammar" in capsys.readouterr().err
+
+
+@pytest.mark.model
+def test_generate_inline_schema_ebnf_and_stdin_prompt(loaded_model, monkeypatch, capsys):
+    import io
+
+    from leapgen.engine import llm_engine
+
+    monkeypatch.setattr(llm_engine, "load_model", lambda *a, **k: loaded_model)
+    schema = '{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], ' \
+             '"additionalProperties": false}'
+    assert main(["generate", "--threads", "1", "--json-schema", schema, "Is it ok?"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["ok"] in (True, False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("Is the sky blue? Answer yes or no.\n"))
+    assert main(["generate", "--threads", "1", "--ebnf", 'root ::= "yes" | "no"', "-"]) == EXIT_OK
+    assert capsys.readouterr().out in ("yes\n", "no\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO("  \n"))
+    assert main(["generate", "-"]) == EXIT_USAGE
+    assert "standard input is empty" in capsys.readouterr().err
+
+
+#: Text of one option's help: anything up to the next option (`` --name``).
+SAME_OPTION = r"(?:(?! --[a-z]).)*?"
+
+
+def test_serve_help_shows_every_default(capsys):
+    from leapgen.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, default in [("--host", "127.0.0.1"), ("--port", "8000"), ("--max-running", "16"),
+                          ("--kv-token-budget", "65536"), ("--grammar-cache-mb", "512"),
+                          ("--max-request-bytes", "8388608"), ("--max-queued-requests", "256"),
+                          ("--log-level", "info"), ("--max-grammar-mb", "256"), ("--grammar-disk-cache-mb", "1024")]:
+        assert re.search(re.escape(flag) + rf" {SAME_OPTION}\(default: " + re.escape(default) + r"\)", text), flag
+    for flag in ("--api-key", "--max-model-len", "--served-model-name", "--grammar-cache-dir", "--threads"):
+        assert re.search(re.escape(flag) + rf" {SAME_OPTION}default: ", text.replace("--model value", "model value")), flag
+
+
+def test_serve_limit_flags_are_checked_before_loading(capsys):
+    assert main(["serve", "--max-grammar-mb", "600"]) == EXIT_USAGE  # over the default 512 MB cache
+    assert "--max-grammar-mb" in capsys.readouterr().err
+    assert main(["serve", "--max-queued-requests", "0"]) == EXIT_USAGE
+    assert main(["serve", "--api-key", " "]) == EXIT_USAGE

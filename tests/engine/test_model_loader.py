@@ -80,3 +80,35 @@ def test_first_load_converts_then_reuses(loaded_model, tmp_path):  # loaded_mode
     assert not second.converted and second.path == first.path
     assert second.load_s < first.load_s
     assert sorted(os.listdir(tmp_path)) == ["smollm2-135m-instruct"]
+
+
+def test_the_first_conversion_says_what_where_and_how_big(monkeypatch, tmp_path, caplog):
+    """The conversion itself is the slow test above; here it is stood in for, to read what it logs."""
+    import logging
+
+    from leapgen.engine import model_loader
+
+    try:
+        gguf = find_default_gguf()
+    except ModelLoadError as exc:
+        pytest.skip(str(exc))
+
+    def fake_convert(source, folder):
+        folder.mkdir(parents=True)
+        for name in model_loader._REQUIRED_FILES:
+            (folder / name).write_bytes(b"0" * 1_000_000)
+        (folder / model_loader._MARKER).write_text(json.dumps(model_loader._source_marker(source)))
+
+    monkeypatch.setattr(model_loader, "_convert_gguf", fake_convert)
+    monkeypatch.setattr(model_loader, "_load_folder", lambda folder: (None, None))
+    with caplog.at_level(logging.INFO, logger=model_loader.__name__):
+        assert load_model("default", cache_dir=tmp_path).converted
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    folder = tmp_path / model_loader._SMOLLM2_CACHE_NAME
+    assert f"converting the embedded SmolLM2-135M-Instruct ({gguf.name}, 98 MB" in text
+    assert str(folder) in text and "about 540 MB" in text and "LEAPGEN_CACHE" in text
+    assert f"3 MB written to {folder}" in text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=model_loader.__name__):
+        assert not load_model("default", cache_dir=tmp_path).converted
+    assert not caplog.records  # later loads say nothing

@@ -13,6 +13,7 @@ import pytest
 from leapgen.errors import SchemaError
 from leapgen.grammar import ir
 from leapgen.grammar.json import json_schema_to_ir
+from vocab_loaders import shared_missing
 
 automata = pytest.importorskip("leapgen.automata")
 
@@ -80,7 +81,7 @@ def _cases():
     return out
 
 
-@pytest.mark.skipif(not CASES_DIR.is_dir(), reason="../shared/cases is missing")
+@pytest.mark.skipif(not CASES_DIR.is_dir(), reason=shared_missing(CASES_DIR))
 @pytest.mark.parametrize("case", _cases())
 def test_case(case):
     check(case["grammar"], case["must_accept"], case["must_reject"])
@@ -92,7 +93,7 @@ def test_case(case):
             assert err.value.pointer.endswith("/items/$ref")
 
 
-@pytest.mark.skipif(not CASES_DIR.is_dir(), reason="../shared/cases is missing")
+@pytest.mark.skipif(not CASES_DIR.is_dir(), reason=shared_missing(CASES_DIR))
 def test_large_enum_compiles_fast():
     case = json.loads((CASES_DIR / "large-enum-maxlength.json").read_text())
     t0 = time.perf_counter()
@@ -111,7 +112,7 @@ def test_large_enum_compiles_fast():
         assert d.matches(f'{{"lang":"{code}"}}'.encode()) == (code in codes)
 
 
-@pytest.mark.skipif(not CASES_DIR.is_dir(), reason="../shared/cases is missing")
+@pytest.mark.skipif(not CASES_DIR.is_dir(), reason=shared_missing(CASES_DIR))
 def test_bounded_any_values_fit_default_limits():
     # cfg=False: nested bounded any-values are shared IR subterms (the automata layer embeds their DFA once)
     case = json.loads((CASES_DIR / "additionalprops-schema-oneof.json").read_text())
@@ -462,7 +463,7 @@ def test_output_is_ir_without_rule_refs():
     assert isinstance(node, ir.Node) and not ir.contains_ruleref(node)
 
 
-@pytest.mark.skipif(not CASES_DIR.is_dir(), reason="../shared/cases is missing")
+@pytest.mark.skipif(not CASES_DIR.is_dir(), reason=shared_missing(CASES_DIR))
 @pytest.mark.parametrize("case", _cases())
 def test_case_through_compiler_and_matcher(case, toy_compiler):
     """End to end: GrammarCompiler.compile_json_schema + GrammarMatcher.accept_string."""

@@ -1,6 +1,6 @@
 """Fixtures of the server tests: one uvicorn server, started in-process on
 127.0.0.1 with a free port, over the embedded model (1 torch thread), and an
-``openai`` client pointed at it."""
+``openai`` client pointed at it (helpers in ``tests/server/helpers.py``)."""
 
 from __future__ import annotations
 

@@ -47,3 +47,4 @@ def running_server(**llm_options):
     srv.should_exit = True
     thread.join(10)
     engine.stop()
+    llm.close()  # the compile worker and the temporary grammar disk cache
