@@ -479,9 +479,9 @@ class GrammarCompiler:
 
         # Tags whose contents overlap (two with one begin, free text in both) multiply into one DFA; past the
         # state limit, every tag's content becomes a rule and the pushdown layer carries the alternatives.
-        return self.cache.get_or_compile(key, lambda: self._build(
+        return self.cache.get_or_compile(key, lambda: self._check_size(self._build(
             STRUCTURAL_TAG_KIND, lower("auto"), lower("all"),
-            prepare=lambda compiled: prepare_free_text(compiled, parsed, self.token_index)))
+            prepare=lambda compiled: prepare_free_text(compiled, parsed, self.token_index))))
 
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
