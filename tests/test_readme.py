@@ -13,7 +13,14 @@ bash blocks with bash. Three kinds are handled apart, each said here:
 - the ``leapgen serve`` block is started (on a free port instead of 8000,
   which may be taken on a shared machine) for the client snippets (Python
   or curl) that talk to ``127.0.0.1:8000``, whose address is rewritten to
-  match.
+  match;
+- the blocks of "Inside vLLM and SGLang": the bash ones install a host
+  engine into a venv of its own and start its server (vLLM's runs until
+  stopped, SGLang's needs GPU kernels), so they are not run from the suite
+  (``.ci/run`` installs both and runs ``tests/integrations``); the Python
+  one runs with the vLLM venv's interpreter when that venv exists
+  (``LEAPGEN_VLLM_VENV``, default ``.venv-vllm``) and skips, saying so,
+  when it does not.
 """
 
 from __future__ import annotations
@@ -50,6 +57,19 @@ def _is_suite(code: str) -> bool:
 
 def _is_serve(code: str) -> bool:
     return "leapgen serve" in code
+
+
+def _host_engine(lang: str, code: str) -> str | None:
+    """``"vllm"`` or ``"sglang"`` when the block needs that host engine, else None."""
+    for engine in ("vllm", "sglang"):
+        if (lang == "bash" and f"install_{engine}.sh" in code) or (
+                lang == "python" and re.search(rf"^\s*(from|import) {engine}\b", code, re.MULTILINE)):
+            return engine
+    return None
+
+
+def _vllm_python() -> Path:
+    return ROOT / os.environ.get("LEAPGEN_VLLM_VENV", ".venv-vllm") / "bin" / "python"
 
 
 def _free_port() -> int:
@@ -115,6 +135,12 @@ def test_snippet_runs_as_written(index, request):
     lang, code = _blocks()[index]
     if _is_suite(code):
         pytest.skip("the test suite itself: CI runs it; it is not run from inside the suite")
+    engine = _host_engine(lang, code)
+    if engine is not None and lang == "bash":
+        pytest.skip(f"installs {engine} into a venv of its own and starts its server: .ci/run does "
+                    f"(scripts/install_{engine}.sh, then tests/integrations)")
+    if engine is not None and not _vllm_python().exists():
+        pytest.skip(f"needs vLLM's venv {_vllm_python().parent.parent} (bash scripts/install_vllm.sh)")
     if _is_serve(code):
         request.getfixturevalue("readme_server")  # started, answered /health: the snippet runs
         return
@@ -123,7 +149,7 @@ def test_snippet_runs_as_written(index, request):
         port = request.getfixturevalue("readme_server")
         code = code.replace(SERVER, f"127.0.0.1:{port}")
     if lang == "python":
-        done = _run([sys.executable, "-c", code])
+        done = _run([str(_vllm_python()) if engine else sys.executable, "-c", code])
     else:
         command = code.strip()
         if command.startswith(INSTALL):
