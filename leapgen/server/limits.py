@@ -123,14 +123,14 @@ class RequestLimits:
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)
-        too_big = declared is not None and declared > bound
-        if not too_big:
-            body, complete = await _read_body(receive, bound)
-            if complete:
+        ended = False
+        if declared is None or declared <= bound:
+            body, ended = await _read_body(receive, bound)
+            if body is not None:
                 await self.app(scope, _replay(body, receive), send)
                 return
         drain_limit = bound * DRAIN_LIMIT_FACTOR
-        drained = (declared is None or declared <= drain_limit) and await _drain(receive, drain_limit)
+        drained = ended or ((declared is None or declared <= drain_limit) and await _drain(receive, drain_limit))
         size = f"{declared} bytes" if declared is not None else f"more than {bound} bytes"
         await self._refuse(scope, send, 413, f"the request body is {size}; this server takes at most "
                            f"{bound} bytes (--max-request-bytes)", code="request_too_large",
@@ -169,20 +169,23 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _read_body(receive: Receive, bound: int) -> tuple[bytes, bool]:
-    """The body, read whole while it stays within ``bound`` bytes; ``(what was read, False)`` past it.
-    A disconnect ends the body (the app then sees an empty or partial body and its own disconnect)."""
+async def _read_body(receive: Receive, bound: int) -> tuple[bytes | None, bool]:
+    """``(the body, True)``, read whole while it stays within ``bound`` bytes; past it ``(None, whether the
+    body also ended)``: the server may hand over the whole rest of a body in one message, and reading on
+    after its last one would wait for the client to disconnect. A disconnect ends the body (the app then
+    sees an empty or partial body and its own disconnect)."""
     chunks, size = [], 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             return b"".join(chunks), True
         chunk = message.get("body", b"")
+        more = message.get("more_body", False)
         size += len(chunk)
         if size > bound:
-            return b"", False
+            return None, not more
         chunks.append(chunk)
-        if not message.get("more_body", False):
+        if not more:
             return b"".join(chunks), True
 
 
