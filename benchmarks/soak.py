@@ -378,7 +378,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(args, tmp: Path) -> tuple[subprocess.Popen, str]:
+def start_server(args, tmp: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = dict(os.environ, TMPDIR=str(tmp))
     cmd = [sys.executable, "-m", "leapgen.cli", "serve", "--port", str(port), "--disable-log-requests",
@@ -459,7 +459,7 @@ def main(argv=None) -> int:
     stopped: dict = {}
     if args.url is None:
         tmp = Path(tempfile.mkdtemp(prefix="leapgen-soak-"))
-        proc, url = _start_server(args, tmp)
+        proc, url = start_server(args, tmp)
     else:
         url = args.url
     try:
