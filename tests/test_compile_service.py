@@ -226,6 +226,14 @@ def test_a_grammar_over_max_grammar_bytes_is_refused_and_remembered(info):
     assert GrammarCompiler(info, max_grammar_bytes=size).compile_regex("[a-c]{0,200}").n_states > 200
 
 
+def test_the_grammar_size_limit_covers_choices(info):
+    choices = [f"choice number {i}" for i in range(300)]
+    size = GrammarCompiler(info).compile_choice(choices).memory_size_bytes()
+    with pytest.raises(CompileLimitError, match="MiB per grammar"):
+        GrammarCompiler(info, max_grammar_bytes=size - 1).compile_choice(choices)
+    assert GrammarCompiler(info, max_grammar_bytes=size).compile_choice(choices).memory_size_bytes() == size
+
+
 def test_disk_cache_is_compressed_and_bounded_lru(info, tmp_path):
     dfa = GrammarCompiler(info).compile_regex("[a-c]{1,300}").dfa
     cache = DiskCache(tmp_path, fingerprint=info.fingerprint, version="test")

@@ -525,7 +525,8 @@ class GrammarCompiler:
             ``choices`` is empty, not a list of str, or a string holds a lone
             UTF-16 surrogate (``where`` names its index).
         CompileLimitError
-            The trie needs more than ``max_states`` nodes.
+            The trie needs more than ``max_states`` nodes, or the compiled
+            grammar is larger than ``max_grammar_bytes``.
         """
         if isinstance(choices, (str, bytes)) or not isinstance(choices, Sequence):
             raise GrammarError(f"choice must be a list of str, got {type(choices).__name__}")
@@ -542,8 +543,8 @@ class GrammarCompiler:
                 raise GrammarError("a choice holds a lone UTF-16 surrogate: no output can contain it",
                                    where=f"choice[{i}]") from None
         key = ("choice", tuple(choices))
-        return self.cache.get_or_compile(
-            key, lambda: self._build_dfa("choice", lambda: trie_dfa(encoded, max_states=self.max_states)))
+        return self.cache.get_or_compile(key, lambda: self._check_size(
+            self._build_dfa("choice", lambda: trie_dfa(encoded, max_states=self.max_states))))
 
     def compile_ir(self, node: ir.Node | ir.Grammar, *, kind: str = "ir", warnings=()) -> CompiledGrammar:
         """Compile grammar IR (a regular node, or a grammar of rules) directly; not cached (``max_grammar_bytes``
