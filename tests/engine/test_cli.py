@@ -142,3 +142,18 @@ def test_serve_limit_flags_are_checked_before_loading(capsys):
     assert "--max-grammar-mb" in capsys.readouterr().err
     assert main(["serve", "--max-queued-requests", "0"]) == EXIT_USAGE
     assert main(["serve", "--api-key", " "]) == EXIT_USAGE
+
+
+@pytest.mark.parametrize("flag, env, expected", [([], "from-env", "from-env"), (["--api-key", "k"], "from-env", "k"),
+                                                 ([], "", None)])
+def test_serve_takes_the_api_key_from_the_flag_or_leapgen_api_key(monkeypatch, flag, env, expected):
+    pytest.importorskip("fastapi", reason="needs the server stack: pip install 'leapgen[serve]'")
+    import leapgen.server.app
+    import leapgen.server.logging_setup
+
+    seen = {}
+    monkeypatch.setattr(leapgen.server.app, "serve", lambda **kw: seen.update(kw))
+    monkeypatch.setattr(leapgen.server.logging_setup, "configure_logging", lambda *a: None)  # the process's log
+    monkeypatch.setenv("LEAPGEN_API_KEY", env)
+    assert main(["serve", *flag]) == EXIT_OK
+    assert seen["limits"].api_key == expected
