@@ -68,9 +68,12 @@ def debug_enabled() -> bool:
 
 def describe_grammar(params) -> str:
     """A short name of a request's grammar for the log: its kind and source length."""
-    for name in ("regex", "ebnf", "lark", "json_schema"):
+    for name in ("regex", "ebnf", "lark", "json_schema", "structural_tag"):
         value = getattr(params, name, None)
         if value is not None:
             size = len(value) if isinstance(value, str) else len(repr(value))
             return f"{name} ({size} chars)"
+    choice = getattr(params, "choice", None)
+    if choice is not None:
+        return f"choice ({len(choice)} strings)"
     return "json_object" if getattr(params, "json_object", False) else "none"

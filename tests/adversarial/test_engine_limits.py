@@ -120,3 +120,14 @@ def test_the_grammar_log_level_comes_from_the_environment(monkeypatch):
         for handler in list(grammar_log.logger.handlers):
             grammar_log.logger.removeHandler(handler)
     assert logging.getLogger("leapgen.grammar_log").level == level
+
+
+def test_the_grammar_debug_log_names_every_kind():
+    from leapgen.engine import SamplingParams
+    from leapgen.engine.grammar_log import describe_grammar
+
+    tag = {"type": "structural_tag", "format": {"type": "const_string", "value": "hi"}}
+    assert describe_grammar(SamplingParams(choice=["yes", "no", "maybe"])) == "choice (3 strings)"
+    assert re.fullmatch(r"structural_tag \(\d+ chars\)", describe_grammar(SamplingParams(structural_tag=tag)))
+    assert describe_grammar(SamplingParams(regex="a+")) == "regex (2 chars)"
+    assert describe_grammar(SamplingParams()) == "none"
