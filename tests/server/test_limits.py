@@ -46,7 +46,7 @@ def _refusals(url: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("method, path", [("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
                                           ("GET", "/v1/models"), ("GET", "/metrics"), ("POST", "/generate"),
-                                          ("POST", "/v1/responses"), ("GET", "/nowhere")])
+                                          ("POST", "/v1/responses"), ("GET", "/get_model_info"), ("GET", "/nowhere")])
 def test_every_route_but_health_needs_the_key(limited, method, path):
     url, _ = limited
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}):
