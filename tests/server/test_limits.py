@@ -31,6 +31,7 @@ def limited():
     from leapgen.server.limits import ServeLimits
 
     engine = new_engine(max_running=1, max_grammar_bytes=GRAMMAR_LIMIT)
+    engine.llm.grammar.prepare()  # as serve() does: the compile worker set up, so compiles run in it
     app = create_app(engine, limits=ServeLimits(api_key=KEY, max_request_bytes=BODY_LIMIT, max_queued_requests=1))
     url, stop = run_server(app)
     yield url, engine
