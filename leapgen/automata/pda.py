@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from leapgen.automata.dfa import Dfa, compile_dfa, minimize
+from leapgen.automata.keyed import KeyGuards
 from leapgen.automata.pda_stacks import EMPTY, StackStore
 from leapgen.automata.trim_kernel import useful_states
 from leapgen.errors import GrammarError
@@ -96,6 +97,8 @@ class Pda:
         dfas = [compile_dfa(grammar.rules[n], max_states=max_states, rule_ids=rule_ids) for n in self.names]
         self.dfas = self._drop_unproductive(dfas)
         self._check_left_recursion()
+        #: The guarded calls of the grammar's keyed objects (empty for most grammars).
+        self.guards = KeyGuards(grammar.keyed, rule_ids)
         n_rules = len(self.names)
         sizes = [d.n_states for d in self.dfas]
         #: int64 ``(n_rules + 1,)``: rule ``r``'s states are global ids ``state_base[r]:state_base[r + 1]``.
@@ -125,7 +128,10 @@ class Pda:
         # the run-time tables, per global state
         self._has_bytes_g = tuple(x for rows in self.has_bytes for x in rows)
         self._accepting_g = tuple(x for rows in self.accepting for x in rows)
-        self._calls_g = tuple(tuple((base[callee] + self.dfas[callee].start, base[r] + ret, self.is_exit[r][ret])
+        # (callee's start, return state, tail call, callee rule where the call is guarded else -1)
+        guarded = self.guards.by_callee
+        self._calls_g = tuple(tuple((base[callee] + self.dfas[callee].start, base[r] + ret, self.is_exit[r][ret],
+                                     callee if callee in guarded else -1)
                                     for callee, ret in edges) for r, rows in enumerate(self.calls) for edges in rows)
         #: Per global state: a frame there can neither call nor return, so its expansion is itself (plain
         #: bytes: :meth:`walk_plain`).
@@ -142,18 +148,21 @@ class Pda:
         self.has_bytes_flat = flat(self.has_bytes)
         self.accepting_flat = flat(self.accepting)
         self._pack_leave_bytes()
-        ptr, start, ret, tail = [0], [], [], []
+        ptr, start, ret, tail, guarded = [0], [], [], [], []
         for r, rows in enumerate(self.calls):
             for calls in rows:
                 for callee, back in calls:
                     start.append(base[callee] + self.dfas[callee].start)
                     ret.append(base[r] + back)
                     tail.append(self.is_exit[r][back])
+                    guarded.append(callee in self.guards.by_callee)
                 ptr.append(len(start))
         self.call_ptr = np.array(ptr, np.int32)
         self.call_start = np.array(start, np.int32)
         self.call_ret = np.array(ret, np.int32)
         self.call_tail = np.array(tail, np.bool_)
+        #: bool, per call: a keyed object's guarded call (its frame's keys decide; the kernels give up there).
+        self.call_guarded = np.array(guarded, np.bool_)
         sizes = np.diff(self.state_base)
         #: int32 ``(n_states,)``: the rule of each global state.
         self.rule_of = np.repeat(np.arange(len(self.dfas), dtype=np.int32), sizes)
@@ -181,8 +190,8 @@ class Pda:
     def walk_arrays(self) -> tuple[np.ndarray, ...]:
         """The arrays :func:`~leapgen.compiler.pda_kernels.pda_walk` takes first, in its order."""
         return (self.trans_flat, self.has_bytes_flat, self.accepting_flat, self.call_ptr, self.call_start,
-                self.call_ret, self.call_tail, self.rule_of, self.ret_ptr, self.ret_site, self.leave_row,
-                self.leave_bytes)
+                self.call_ret, self.call_tail, self.call_guarded, self.rule_of, self.ret_ptr, self.ret_site,
+                self.leave_row, self.leave_bytes)
 
     def _pack_leave_bytes(self) -> None:
         """Where a frame may leave its rule, and with which next bytes.
@@ -198,8 +207,8 @@ class Pda:
         n = len(self.dfas)
         first, sites = [], [set() for _ in range(n)]
         base, push = self._base, self.stacks.push
-        for r, d in enumerate(self.dfas):
-            exp = self.expand((push(base[r] + d.start, EMPTY),))
+        for r, d in enumerate(self.dfas):  # (guards off: the bytes any frame may take, whatever its keys)
+            exp = self.expand((push(base[r] + d.start, EMPTY),), guards=False)
             first.append(self.next_bytes(exp) if not exp.complete else np.ones(256, np.bool_))
             for calls in self.calls[r]:
                 for callee, ret in calls:
@@ -210,7 +219,7 @@ class Pda:
         for r in range(n):
             for caller, ret in sites[r]:
                 if (caller, ret) not in after:
-                    after[caller, ret] = self.expand((push(base[caller] + ret, EMPTY),))
+                    after[caller, ret] = self.expand((push(base[caller] + ret, EMPTY),), guards=False)
         follow = [np.zeros(256, np.bool_) for _ in range(n)]
         changed = True
         while changed:
@@ -346,19 +355,22 @@ class Pda:
 
     # -- run time --------------------------------------------------------------------------------
 
-    def expand(self, config: Config, max_depth: int | None = None) -> Expansion:
+    def expand(self, config: Config, max_depth: int | None = None, guards: bool = True) -> Expansion:
         """Follow calls and returns from every stack of ``config`` (pure in meaning; interns
-        the stacks it meets); pushes past ``max_depth`` (default ``max_stack_depth``) are cut."""
-        return Expansion(*self.expand_tuple(config, max_depth))
+        the stacks it meets); pushes past ``max_depth`` (default ``max_stack_depth``) are cut;
+        a keyed object's calls only where its guards admit them (:mod:`leapgen.automata.keyed`;
+        ``guards=False``: all, for analyses of what any frame may do)."""
+        return Expansion(*self.expand_tuple(config, max_depth, guards))
 
-    def expand_tuple(self, config: Config, max_depth: int | None = None) -> tuple[tuple, bool]:
+    def expand_tuple(self, config: Config, max_depth: int | None = None,
+                     guards: bool = True) -> tuple[tuple, bool]:
         """:meth:`expand` as a plain ``(frames, complete)`` tuple (what the runtime caches)."""
         store = self.stacks
-        top, below, depth, push = store.top, store.below, store.depth, store.push
+        top, below, depth, push, keys_of = store.top, store.below, store.depth, store.push, store.keys
         if len(config) == 1 and self.plain_g[top[config[0]]]:  # most configurations: one frame that only reads
             return (config if self._has_bytes_g[top[config[0]]] else ()), False
         limit = self.max_stack_depth if max_depth is None else max_depth
-        has_bytes, accepting, calls = self._has_bytes_g, self._accepting_g, self._calls_g
+        has_bytes, accepting, calls, admit = self._has_bytes_g, self._accepting_g, self._calls_g, self.guards.admit
         seen: set[int] = set()
         frames = []
         complete = False
@@ -374,13 +386,19 @@ class Pda:
             edges = calls[g]
             if edges:
                 b = below[s]
-                for start, ret, tail in edges:
+                keys = keys_of.get(s, 0)
+                for start, ret, tail, guard in edges:
+                    after = keys
+                    if guard >= 0 and guards:
+                        after = admit(guard, keys)
+                        if after is None:  # refused: a key written already, out of order, or a dead end
+                            continue
                     if tail:
                         # a tail call: the return frame could only pop, so the callee returns to our caller
                         # (right recursion such as ``items ::= item items?`` keeps a constant depth)
                         work.append(push(start, b))
                     elif depth[s] < limit:
-                        work.append(push(start, push(ret, b)))
+                        work.append(push(start, push(ret, b, after)))
             if accepting[g]:
                 b = below[s]
                 if b == EMPTY:
@@ -408,7 +426,7 @@ class Pda:
             j += 1
         if j == i:
             return config, i
-        return (store.push(g, store.below[s]),), j
+        return (store.push(g, store.below[s], store.keys.get(s, 0)),), j
 
     def next_bytes(self, expansion: tuple) -> np.ndarray:
         """bool ``(256,)``: the bytes some frame of ``expansion`` (an :class:`Expansion` or its
@@ -426,9 +444,9 @@ class Pda:
         out = set()
         trans = self._trans_view
         store = self.stacks
-        top, below, push = store.top, store.below, store.push
+        top, below, push, keys = store.top, store.below, store.push, store.keys
         for s in expansion[0]:
             t = trans[(top[s] << 8) | byte]
             if t >= 0:
-                out.add(push(t, below[s]))
+                out.add(push(t, below[s], keys.get(s, 0)))
         return tuple(sorted(out))

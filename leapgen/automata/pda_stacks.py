@@ -7,6 +7,12 @@ so stacks share their tails (persistent stacks, as xgrammar's, Dong et al.,
 2024, section 3.3) and two stacks are equal exactly when their ids are; id
 ``0`` is the empty stack. A configuration is a sorted tuple of stack ids.
 
+A frame may also carry *keys*, an int: the keys a keyed object has written so
+far (:mod:`leapgen.automata.keyed`), 0 for every other frame. Keys are part
+of the stack's identity (two stacks differing only in a frame's keys get two
+ids) and are kept per id in :attr:`StackStore.keys`, only where nonzero, so
+grammars without keyed objects pay nothing for them.
+
 Why ints: the runtime makes stacks and configurations at every byte, and
 caches keep many. As Python objects they were most of what a full
 collection had to traverse (100-200 ms pauses); ints in ``array`` columns and
@@ -49,13 +55,17 @@ class StackStore:
         Per stack id: the global state of its top frame, the id of the stack
         below it (``EMPTY`` for none) and its number of frames. Read them,
         never write.
+    keys : dict of int to int
+        Stack id -> the keys of its top frame, for the ids whose top frame has
+        nonzero keys (absent: 0). Read it, never write.
     """
 
     def __init__(self, max_stacks: int = MAX_STACKS):
         self.top = array("l", [-1])
         self.below = array("l", [EMPTY])
         self.depth = array("l", [0])
-        self._ids: dict[int, int] = {}  # (below << 32) | top -> id
+        self.keys: dict[int, int] = {}
+        self._ids: dict = {}  # (below << 32) | top -> id; (below, top, keys) for a frame with keys
         self._max = max_stacks
         self._lock = threading.Lock()
 
@@ -63,15 +73,16 @@ class StackStore:
         """Stacks interned, the empty one included."""
         return len(self.top)
 
-    def push(self, top: int, below: int) -> int:
-        """The id of the stack with frame ``top`` (a global state) over stack ``below``.
+    def push(self, top: int, below: int, keys: int = 0) -> int:
+        """The id of the stack with frame ``top`` (a global state, holding ``keys``: see the module
+        docstring) over stack ``below``.
 
         Raises
         ------
         StackStoreFullError
             A new stack is needed and the store holds ``max_stacks``.
         """
-        key = (below << 32) | top
+        key = (below << 32) | top if not keys else (below, top, keys)
         got = self._ids.get(key)
         if got is None:
             with self._lock:
@@ -85,6 +96,8 @@ class StackStore:
                     self.top.append(top)
                     self.below.append(below)
                     self.depth.append(self.depth[below] + 1)
+                    if keys:
+                        self.keys[got] = keys
                     self._ids[key] = got
         return got
 
@@ -98,4 +111,4 @@ class StackStore:
 
     def memory_bytes(self) -> int:
         """Approximate bytes held (columns and the intern table)."""
-        return 3 * 8 * len(self.top) + 100 * len(self._ids)
+        return 3 * 8 * len(self.top) + 100 * len(self._ids) + 100 * len(self.keys)

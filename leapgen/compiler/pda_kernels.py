@@ -180,7 +180,7 @@ def _push_item(buf, n, gs, link, s, p, d, lo):
 
 
 @njit
-def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
+def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, call_guarded, rule_of, ret_ptr, ret_site,
              leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
              child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end,
              node_byte, node_depth, node_end, token_ids, candidate_pos, candidate_words, out_words, uncertain_words):
@@ -195,7 +195,13 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
         State ``g``'s call edges are ``call_ptr[g]:call_ptr[g + 1]`` of
         ``call_start`` (the callee's start state), ``call_ret`` (the state
         returned to) and ``call_tail`` (bool: the return state can only pop,
-        so no return frame is pushed).
+        so no return frame is pushed); ``call_guarded`` (bool): a keyed
+        object's guarded call (:mod:`leapgen.automata.keyed`), whose outcome
+        depends on the frame's keys, not known here: :data:`CHECK` gives up
+        there; the frame modes do not follow it at the root of the trie (the
+        expansion of the configuration did) and below it treat it as a
+        leave point (the subtrees entered with a byte that may follow are
+        uncertain).
     rule_of : int32 ``(n_states,)``
         Each state's rule.
     ret_ptr, ret_site : int32 ``(n_rules + 1,)``, ``(m,)``
@@ -260,7 +266,7 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
         pool = np.empty((2, 4 * size), np.int64)  # frames pushed during the walk: state, parent entry
         dfs = np.empty((3, size), np.int64)  # the depth-first stack: node, its items' rows lo:hi
         status, pushed, read = _pda_walk(
-            trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
+            trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, call_guarded, rule_of, ret_ptr, ret_site,
             leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
             child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end,
             token_ids, candidate_pos, candidate_words, out_words, uncertain_words, items, closure, pool[0], pool[1],
@@ -273,7 +279,7 @@ def pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, c
 
 
 @njit
-def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, rule_of, ret_ptr, ret_site,
+def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, call_tail, call_guarded, rule_of, ret_ptr, ret_site,
               leave_row, leave_bytes, real_frames, real_count, real_cut, real_depth, max_depth, max_work, frame_mode,
               child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end,
               token_ids, candidate_pos, candidate_words, out_words, uncertain_words, items, closure, pool_state,
@@ -320,6 +326,16 @@ def _pda_walk(trans_flat, has_bytes, accepting, call_ptr, call_start, call_ret, 
             i += 1
             most_pushed = max(most_pushed, d - real_depth[s])
             for k in range(call_ptr[g], call_ptr[g + 1]):
+                if call_guarded[k]:
+                    if frame_mode == CHECK:  # the real frames' keys are not handed over: Python walks it
+                        return WALK_GAVE_UP, most_pushed, deepest
+                    if v == 0:
+                        continue  # the expansion of the configuration followed it, keys known
+                    if not left:
+                        follow[:] = False
+                        left = True
+                    follow |= leave_bytes[leave_row[g]]
+                    continue
                 if call_tail[k]:
                     if n_cl == closure.shape[0]:
                         return WALK_FULL, most_pushed, deepest

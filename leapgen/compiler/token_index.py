@@ -205,8 +205,8 @@ class TokenIndex:
         self.lazy_token_walk(0, lambda state, byte: None, one)
         none = np.zeros(0, np.int32)
         automaton = (loop, np.ones(1, np.bool_), np.ones(1, np.bool_), np.zeros(2, np.int32), none, none,
-                     np.zeros(0, np.bool_), np.zeros(1, np.int32), np.zeros(2, np.int32), none, np.zeros(1, np.int32),
-                     np.ones((1, 256), np.bool_))
+                     np.zeros(0, np.bool_), np.zeros(0, np.bool_), np.zeros(1, np.int32), np.zeros(2, np.int32), none,
+                     np.zeros(1, np.int32), np.ones((1, 256), np.bool_))
         self.frame_sets(automaton, 0, live)
         self.candidate_walk(one)
         stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))

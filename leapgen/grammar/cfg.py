@@ -136,7 +136,7 @@ def inline_rules(rules: dict, root: str) -> ir.Node:
 
 
 def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = None) -> ir.Node | ir.Grammar:
-    """Inline every rule that is not recursive (nor in ``grammar.keep``).
+    """Inline every rule that is not recursive (nor in ``grammar.keep``, nor a rule of ``grammar.keyed``).
 
     Parameters
     ----------
@@ -165,7 +165,8 @@ def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = Non
         for r in sorted(targets):
             if r not in rules:
                 raise GrammarError(f"rule {name!r} refers to undefined rule {r!r}")
-    recursive = _recursive_rules(graph) | (set(grammar.keep) & rules.keys())
+    keyed_rules = {name for obj in grammar.keyed for name in obj.rules}
+    recursive = _recursive_rules(graph) | ((set(grammar.keep) | keyed_rules) & rules.keys())
     inline = _inliner(rules, recursive)
 
     root_body = inline(rules[grammar.root])
@@ -179,4 +180,5 @@ def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = Non
             continue
         kept[name] = inline(rules[name])
         todo.extend(sorted(rule_refs(kept[name]) - kept.keys()))
-    return ir.Grammar(kept, grammar.root, frozenset(k for k in grammar.keep if k in kept))
+    keyed = tuple(obj for obj in grammar.keyed if obj.rule in kept)
+    return ir.Grammar(kept, grammar.root, frozenset(k for k in grammar.keep if k in kept), keyed)

@@ -442,6 +442,62 @@ def contains_ruleref(node: Node) -> bool:
 
 
 @dataclass(frozen=True)
+class KeyedObject:
+    """A JSON object whose members are rules called one at a time, each key at most once.
+
+    The keys already written are matcher state (a bitset in the object's
+    parse frame, see :mod:`leapgen.automata.keyed`), not automaton states:
+    the rule ``rule`` is ``"{"`` then calls of ``first`` / ``next`` members
+    and a ``close`` rule, and each call is *guarded*: a member whose key was
+    written, or after which the object could not be completed (a required
+    key out of reach, ``maxProperties`` met), is not called; the object
+    closes only with every required key and at least ``lo`` members. So no
+    subset of keys is ever enumerated and masks stay exact.
+
+    Attributes
+    ----------
+    rule : str
+        The object's rule.
+    keys : tuple of str
+        Each member's key, by member index (for messages and tools).
+    first, next : tuple of str
+        Per member index, the rule that writes it as the first member (after
+        ``{``) and after a comma.
+    close_empty, close : str
+        The rules closing an empty and a non-empty object.
+    required : int
+        Bitmask of the members that must be written.
+    lo : int
+        Fewest members (``minProperties``).
+    hi : int or None
+        Most members (``maxProperties``).
+    repeatable : int
+        Bitmask of members that may be written again (a key region with
+        infinitely many keys: counted, not remembered).
+    ordered : int
+        Bitmask of members written in index order and before every other
+        member (schema order); 0 for any order.
+    """
+
+    rule: str
+    keys: tuple
+    first: tuple
+    next: tuple
+    close_empty: str
+    close: str
+    required: int = 0
+    lo: int = 0
+    hi: int | None = None
+    repeatable: int = 0
+    ordered: int = 0
+
+    @property
+    def rules(self) -> tuple:
+        """Every rule of the object."""
+        return (self.rule, *self.first, *self.next, self.close_empty, self.close)
+
+
+@dataclass(frozen=True)
 class Grammar:
     """A context-free grammar: named rules whose bodies are IR and may refer to
     each other with :class:`RuleRef`.
@@ -456,11 +512,14 @@ class Grammar:
         Rules :func:`leapgen.grammar.cfg.simplify_grammar` keeps as rules
         even when they do not recurse (large bodies used in several places:
         inlining would copy them).
+    keyed : tuple of KeyedObject
+        Objects whose keys are matcher state; their rules are kept too.
     """
 
     rules: dict
     root: str
     keep: frozenset = frozenset()
+    keyed: tuple = ()
 
     def __hash__(self) -> int:
-        return hash((self.root, tuple(self.rules.items()), self.keep))
+        return hash((self.root, tuple(self.rules.items()), self.keep, self.keyed))

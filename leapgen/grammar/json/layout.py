@@ -76,11 +76,15 @@ class Layout:
 
     def open(self, bracket: str, depth: int) -> Node:
         """The opening bracket of a non-empty container at ``depth`` and what follows it."""
+        return ir.seq(ir.lit(bracket), self.after_open(depth))
+
+    def after_open(self, depth: int) -> Node:
+        """What follows the opening bracket of a non-empty container at ``depth``."""
         if self.any_whitespace:
-            return ir.seq(ir.lit(bracket), self.ws())
+            return self.ws()
         if self.indent is not None:
-            return ir.lit(bracket + self._nl(depth + 1))
-        return ir.lit(bracket)
+            return ir.lit(self._nl(depth + 1))
+        return ir.EMPTY
 
     def close(self, bracket: str, depth: int) -> Node:
         """The closing bracket of a non-empty container at ``depth`` and what precedes it."""
@@ -92,9 +96,13 @@ class Layout:
 
     def empty(self, brackets: str) -> Node:
         """An empty container (``"{}"`` or ``"[]"``)."""
+        return ir.seq(ir.lit(brackets[0]), self.empty_tail(brackets[1]))
+
+    def empty_tail(self, bracket: str) -> Node:
+        """An empty container after its opening bracket: the closing ``bracket`` (whitespace before it)."""
         if self.any_whitespace:
-            return ir.seq(ir.lit(brackets[0]), self.ws(), ir.lit(brackets[1]))
-        return ir.lit(brackets)
+            return ir.seq(self.ws(), ir.lit(bracket))
+        return ir.lit(bracket)
 
     def comma(self, depth: int) -> Node:
         """Between two members/items of a container at ``depth``."""

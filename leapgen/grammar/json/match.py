@@ -169,3 +169,53 @@ def is_empty(node: Node, limit: int = 2000) -> bool | None:
         return True
     except Unsupported:
         return None
+
+
+class _TooMany(Exception):
+    pass
+
+
+def finite_language(node: Node, limit: int, max_states: int = 20_000) -> list[str] | None:
+    """Every string of ``node`` (code points) when there are at most ``limit`` of them; None when there
+    are more, infinitely many, or the question is not settled within ``max_states`` derivatives.
+
+    Depth-first over the derivatives by one code point of each class every set and literal of ``node``
+    treats alike (see :func:`is_empty`); a derivative met again on the current path is a loop (None).
+    """
+    cuts: set = {0, ir.MAX_UNICODE + 1}
+    try:
+        _boundaries(node, cuts, set())
+    except Unsupported:
+        return None
+    bounds = sorted(c for c in cuts if 0 <= c <= ir.MAX_UNICODE + 1)
+    classes = [(lo, hi - 1) for lo, hi in zip(bounds, bounds[1:]) if not 0xD800 <= lo <= 0xDFFF]
+    memo: dict = {}
+    nmemo = memo.setdefault("nullable", {})
+    out: list[str] = []
+    budget = [max_states]
+
+    def walk(n: Node, prefix: str, path: set) -> None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _TooMany
+        if nullable(n, nmemo):
+            out.append(prefix)
+            if len(out) > limit:
+                raise _TooMany
+        for lo, hi in classes:
+            d = derive(n, lo, memo)
+            if d == ir.NOTHING:
+                continue
+            if d in path or hi - lo + 1 > limit:
+                raise _TooMany
+            path.add(d)
+            for cp in range(lo, hi + 1):
+                if not 0xD800 <= cp <= 0xDFFF:
+                    walk(d, prefix + chr(cp), path)
+            path.discard(d)
+
+    try:
+        walk(node, "", {node})
+    except (_TooMany, Unsupported, RecursionError):
+        return None
+    return out

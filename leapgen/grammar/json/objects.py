@@ -27,8 +27,13 @@ in every combination.
   extra members repeat within the remaining range. The unrolled IR is
   refused (SchemaError) when it would exceed :data:`MAX_COUNTED_SIZE` IR nodes.
 
-Duplicate keys are not detected (an extra key may repeat a name written
-earlier as an extra key).
+* **Keys as matcher state** (:mod:`.keyed`): with ``any_order=True``, or
+  where the extra keys form a finite set of at most
+  :data:`.keyed.MAX_KEYED_NAMES` names, the object is a keyed object whose
+  keys written are remembered by the matcher: members in any order (or the
+  listed ones in schema order, then the extras), none repeated. Elsewhere a
+  repeated extra key is not detected (a warning where ``minProperties`` /
+  ``maxProperties`` count members).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from leapgen.errors import RegexError, SchemaError
 from .. import ir
 from ..ir import Node
 from .containers import count_arg
+from .keyed import MAX_KEYED_NAMES, keyed_members, keyed_object, satisfiable
 from .layout import Layout, container
 from .match import Unsupported, is_empty, matches
 from .merge import ABSENT, MISSING, PROPS, join_pointer
@@ -88,7 +94,7 @@ def compile_object(c, schema: dict, ptr: str, depth: int) -> Node:
             base = (hits[0] if len(hits) == 1 else {"allOf": hits}) if hits else (extra if explicit else True)
             listed[name] = (base, join_pointer(ptr, where), [])
     req = set(required)
-    members = []
+    named = []  # (key, value, required) in schema order
     for name, (sub, sp, more) in listed.items():
         if name in absent or not names.accepts(name):
             value = ir.NOTHING
@@ -100,10 +106,33 @@ def compile_object(c, schema: dict, ptr: str, depth: int) -> Node:
             if name in req:
                 return ir.NOTHING
             continue
-        key = ir.lit(json.dumps(name, ensure_ascii=False))
-        members.append((ir.seq(key, c.layout.colon(), value), name in req))
-    extra_member = _extra_member(c, list(listed), pats, names, extra, extra_ptr, depth)
+        named.append((ir.lit(json.dumps(name, ensure_ascii=False)), value, name in req))
+    regions = _extra_regions(c, list(listed), pats, names, extra, extra_ptr, depth)
+    plan = keyed_members(named, regions, c.any_order)
+    if plan is not None and c.keyed_ok:
+        members, ordered = plan
+        if any(m.repeatable for m in members):
+            _warn_repeats(c, lo, hi, ptr)
+        if not satisfiable(members, lo, hi):
+            return ir.NOTHING
+        return keyed_object(c, depth, members, ordered, lo, hi, ptr)
+    if plan is not None:
+        c.warn(ptr, "keys written are not remembered inside an intersection: " +
+               ("any_order is not honoured here (schema order)" if c.any_order else "a repeated extra key is accepted"))
+    if regions:
+        _warn_repeats(c, lo, hi, ptr)
+    colon = c.layout.colon()
+    members = [(ir.seq(key, colon, value), r) for key, value, r in named]
+    extra_member = ir.alt(*(ir.seq(key, colon, value) for key, value in regions)) if regions else None
     return object_node(c.layout, depth, members, extra_member, lo, hi, ptr)
+
+
+def _warn_repeats(c, lo: int, hi: int | None, ptr: str) -> None:
+    """Warn where a repeated extra key (not detected) would count towards minProperties/maxProperties
+    (with at most one member allowed, nothing can repeat)."""
+    if lo >= 2 or (hi is not None and hi >= 2):
+        c.warn(ptr, "a repeated extra key is not detected (the extra keys are not a finite set of at most "
+                    f"{MAX_KEYED_NAMES} names); minProperties/maxProperties count every member written")
 
 
 def _dict_arg(schema: dict, key: str, ptr: str) -> dict:
@@ -159,19 +188,18 @@ class _Names:
                               pointer=self.ptr) from exc
 
 
-def _extra_member(c, listed: list, pats: list, names: _Names, extra, extra_ptr: str, depth: int) -> Node | None:
-    """One extra member (key, colon, value) over the key regions, or None."""
+def _extra_regions(c, listed: list, pats: list, names: _Names, extra, extra_ptr: str, depth: int) -> list:
+    """The extra members' key regions: ``(key, value)`` pairs (quoted key language, value IR), none empty."""
     if names.none or (extra is False and not pats):
-        return None
-    colon = c.layout.colon()
+        return []
     if not pats and names.node is None:
         value = c.rule(c.compile(extra, extra_ptr, depth + 1), extra_ptr)
         if value == ir.NOTHING:
-            return None
+            return []
         key = quoted(string_content())
         if listed:
             key = ir.diff(key, ir.alt(*(quoted(spell_any(n)) for n in listed)))
-        return ir.seq(key, colon, value)
+        return [(key, value)]
     base = CANONICAL_CONTENT
     if listed:
         base = ir.diff(base, ir.alt(*(json_encode_regex(ir.lit(n)) for n in listed)))
@@ -211,8 +239,8 @@ def _extra_member(c, listed: list, pats: list, names: _Names, extra, extra_ptr: 
         key = quoted(content)
         if names.node is not None:
             key = ir.intersect(key, names.node)
-        out.append(ir.seq(key, colon, value))
-    return ir.alt(*out) if out else None
+        out.append((key, value))
+    return out
 
 
 def object_node(layout: Layout, depth: int, members: list, extra: Node | None, lo: int = 0,

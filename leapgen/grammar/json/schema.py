@@ -20,7 +20,10 @@ keyword                     support
                             intersected with them
 ``properties``              members in **schema order** (then names only in
                             ``required``); optional ones skippable; commas
-                            right in every combination (linear-size IR)
+                            right in every combination (linear-size IR);
+                            with ``any_order=True`` in any order, each at
+                            most once (a keyed object, :mod:`.keyed`: the
+                            keys written are matcher state)
 ``required``                yes
 ``additionalProperties``    ``false``, ``true`` or a schema; extra members come
                             **after** the listed ones; their keys never equal a
@@ -108,19 +111,22 @@ true``, arrays without ``items``) is the rule ``json_value`` (any depth); with
 ``cfg=False`` or the indent layout, containers inside it nest at most
 :data:`.layout.ANY_VALUE_DEPTH` deep, with a warning naming the bound.
 
-Known gaps (all documented where they live): objects in schema order only
-(the one layout: members in ``properties`` order, then names only in
-``required``, then extra members); equivalent spellings (``1.0`` for an
+Known gaps (all documented where they live): objects in schema order unless
+``any_order=True`` (members in ``properties`` order, then names only in
+``required``, then extra members; ``enum``/``const`` objects keep their own
+order either way); equivalent spellings (``1.0`` for an
 integer, ``\u0061`` in a string constrained by ``pattern``, ``format``,
 ``enum``, ``const`` or a negation, or in a key next to ``patternProperties``
 / ``propertyNames``) are not accepted; bounded numbers, and numbers under
 ``multipleOf`` or a negated ``enum``, have no exponent unless the bound is 0;
-``oneOf`` that cannot be made exclusive is looser (warning); duplicate extra
-keys are not detected.
+``oneOf`` that cannot be made exclusive is looser (warning); a repeated extra
+key is detected only where the extra keys are a finite set of at most 64
+names (:mod:`.keyed`; else a warning next to ``minProperties`` /
+``maxProperties``).
 
 Layout options (see :func:`json_schema_to_ir`): ``any_whitespace`` (bounded
-by ``max_whitespace``), or exact ``separators`` / ``indent``; properties
-always come in schema order (there is no "any order" option). Rules: every
+by ``max_whitespace``), or exact ``separators`` / ``indent``; properties in
+schema order, or in any order with ``any_order=True``. Rules: every
 ``$ref`` target and large array items / property values are rules; those
 not recursive are inlined unless copies would blow the automaton up
 (:mod:`.rules`), in which case the result is a CFG even without
@@ -212,7 +218,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separators=None,
-                      strict_mode: bool = True, max_whitespace: int = 20,
+                      strict_mode: bool = True, max_whitespace: int = 20, any_order: bool = False,
                       cfg: bool = True, whitespace: Node | None = None) -> tuple[Node | ir.Grammar, list[str]]:
     """Compile a JSON Schema to byte-level grammar IR.
 
@@ -235,6 +241,10 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
         False: JSON Schema defaults (see the module docstring).
     max_whitespace : int, default 20
         Bound of each whitespace run with ``any_whitespace``.
+    any_order : bool, default False
+        An object's properties (declared and extra) in any order, each at
+        most once, every required one present (a keyed object:
+        :mod:`.keyed`); False: schema order.
     cfg : bool, default True
         Use context-free rules where a regular language cannot say it
         exactly: recursive ``$ref`` and any-JSON-value (unbounded nesting).
@@ -269,12 +279,13 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
     schema = load_schema(schema)
     _refuse_lone_surrogates(schema)
     ignored = any_whitespace and (indent is not None or separators is not None)
+    options = dict(strict_mode=strict_mode, cfg=cfg, ignored_layout=ignored, any_order=bool(any_order))
     try:
         try:
-            return _compile(schema, layout, strict_mode, cfg, ignored, exclusive_one_of=True)
+            return _compile(schema, layout, exclusive_one_of=True, **options)
         except _TooLarge:
             # making overlapping oneOf branches exclusive grew the grammar too much: anyOf with a warning
-            return _compile(schema, layout, strict_mode, cfg, ignored, exclusive_one_of=False)
+            return _compile(schema, layout, exclusive_one_of=False, **options)
     except RecursionError:
         raise too_deep(schema) from None
 
@@ -283,10 +294,11 @@ class _TooLarge(Exception):
     """The grammar built with exclusive oneOf branches is too large."""
 
 
-def _compile(schema, layout: Layout, strict_mode: bool, cfg: bool, ignored_layout: bool, *,
+def _compile(schema, layout: Layout, *, strict_mode: bool, cfg: bool, ignored_layout: bool, any_order: bool,
              exclusive_one_of: bool):
     comp = _Compiler(schema, layout, strict_mode, cfg)
     comp.exclusive_one_of = exclusive_one_of
+    comp.any_order = any_order
     if ignored_layout:
         comp.warn("", "indent/separators are ignored because any_whitespace=True")
     try:
@@ -302,7 +314,8 @@ def _compile(schema, layout: Layout, strict_mode: bool, cfg: bool, ignored_layou
         node = inline_rules(rules, "root")  # no rule recurses, and kept_rules would keep none: sooner
     elif comp.rules:
         refs = {name: rule_refs(body) for name, body in rules.items()}
-        node = simplify_grammar(ir.Grammar(rules, "root", kept_rules(rules, "root", refs) | comp.forced_rules), refs)
+        kept = kept_rules(rules, "root", refs) | comp.forced_rules
+        node = simplify_grammar(ir.Grammar(rules, "root", kept, tuple(comp.keyed)), refs)
     if node == ir.NOTHING:
         raise SchemaError("the schema admits no JSON value", pointer="")
     return node, comp.warnings
@@ -340,6 +353,9 @@ class _Compiler(Applicators):
         self._active: dict = {}  # compile() keys in progress -> rule name once re-entered
         self.exclusive_one_of = True  # overlapping oneOf: conjoin each branch with the others' complements
         self.used_exclusive = False
+        self.any_order = False  # objects' members in any order (keyed objects)
+        self.keyed: list[ir.KeyedObject] = []  # the keyed objects made (:mod:`.keyed`), their rules in self.rules
+        self._cfg_asked = bool(cfg)
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -421,6 +437,12 @@ class _Compiler(Applicators):
         self._cache[key] = node
         self._keep.append(schema)
         return node
+
+    @property
+    def keyed_ok(self) -> bool:
+        """Whether a keyed object (rules whose calls are guarded) can be made here: rules are allowed
+        (CFG mode, or the indent layout, where keyed objects are rules per depth) outside intersections."""
+        return self._cfg_asked and not self._in_product
 
     @property
     def recursion_by_rules(self) -> bool:
