@@ -210,7 +210,7 @@ class GrammarBackend(ABC):
 
     @abstractmethod
     def compile_json_schema(self, schema: dict | bool | str, *, any_whitespace: bool = True,
-                            strict_mode: bool = True) -> Any:
+                            strict_mode: bool = True, any_order: bool = False) -> Any:
         """Compile a JSON Schema.
 
         ``any_whitespace=False`` is the compact layout of
@@ -218,6 +218,9 @@ class GrammarBackend(ABC):
         property a schema does not list unless ``additionalProperties`` says
         so (xgrammar's and OpenAI's reading); False is the specification's.
         Engines without the choice document the one they make.
+        ``any_order=True``: an object's properties in any order (leapgen:
+        each at most once, required ones present; xgrammar's own option checks
+        neither); an engine without it raises GrammarError.
         """
 
     @abstractmethod

@@ -44,8 +44,10 @@ class LeapgenBackend(GrammarBackend):
     def compile_regex(self, pattern: str) -> CompiledGrammar:
         return self.compiler.compile_regex(pattern)
 
-    def compile_json_schema(self, schema, *, any_whitespace: bool = True, strict_mode: bool = True) -> CompiledGrammar:
-        return self.compiler.compile_json_schema(schema, any_whitespace=any_whitespace, strict_mode=strict_mode)
+    def compile_json_schema(self, schema, *, any_whitespace: bool = True, strict_mode: bool = True,
+                            any_order: bool = False) -> CompiledGrammar:
+        return self.compiler.compile_json_schema(schema, any_whitespace=any_whitespace, strict_mode=strict_mode,
+                                                 any_order=any_order)
 
     def compile_grammar(self, ebnf: str, *, root_rule_name: str = "root") -> CompiledGrammar:
         return self.compiler.compile_grammar(ebnf, root_rule_name=root_rule_name)

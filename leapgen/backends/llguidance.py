@@ -148,7 +148,10 @@ class LlguidanceBackend(GrammarBackend):
     def compile_regex(self, pattern: str):
         return self._matcher(self._llg.LLMatcher.grammar_from_regex(pattern), GrammarError)
 
-    def compile_json_schema(self, schema, *, any_whitespace: bool = True, strict_mode: bool = True):
+    def compile_json_schema(self, schema, *, any_whitespace: bool = True, strict_mode: bool = True,
+                            any_order: bool = False):
+        if any_order:
+            raise GrammarError("llguidance: no any_order option (properties in any order); use the leapgen backend")
         text = schema if isinstance(schema, str) else json.dumps(schema)
         options = {"whitespace_flexible": any_whitespace}
         if not any_whitespace:

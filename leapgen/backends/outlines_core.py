@@ -122,7 +122,10 @@ class OutlinesCoreBackend(GrammarBackend):
     def compile_regex(self, pattern: str):
         return self._index(pattern, GrammarError)
 
-    def compile_json_schema(self, schema, *, any_whitespace: bool = True, strict_mode: bool = True):
+    def compile_json_schema(self, schema, *, any_whitespace: bool = True, strict_mode: bool = True,
+                            any_order: bool = False):
+        if any_order:
+            raise GrammarError("outlines-core: no any_order option (properties in any order); use the leapgen backend")
         from outlines_core.json_schema import build_regex_from_schema
 
         text = schema if isinstance(schema, str) else json.dumps(schema)

@@ -96,11 +96,13 @@ class XgrammarBackend(GrammarBackend):
     def compile_regex(self, pattern: str):
         return self._compile(GrammarError, self.compiler.compile_regex, pattern)
 
-    def compile_json_schema(self, schema, *, any_whitespace: bool = True, strict_mode: bool = True):
+    def compile_json_schema(self, schema, *, any_whitespace: bool = True, strict_mode: bool = True,
+                            any_order: bool = False):
         text = schema if isinstance(schema, str) else json.dumps(schema)
         separators = None if any_whitespace else (",", ":")
+        extra = {"any_order": True} if any_order else {}  # xgrammar >= 0.2.9 (keys may repeat or be missing)
         return self._compile(SchemaError, self.compiler.compile_json_schema, text, any_whitespace=any_whitespace,
-                             separators=separators, strict_mode=strict_mode)
+                             separators=separators, strict_mode=strict_mode, **extra)
 
     def compile_grammar(self, ebnf: str, *, root_rule_name: str = "root"):
         return self._compile(GrammarError, self.compiler.compile_grammar, ebnf, root_rule_name=root_rule_name)

@@ -222,7 +222,8 @@ class GrammarCompiler:
     def compile_json_schema(self, schema: dict | bool | str, *, any_whitespace: bool = True,
                             indent: int | None = None, separators: tuple[str, str] | None = None,
                             strict_mode: bool = True, max_whitespace: int | None = None,
-                            whitespace_pattern: str | None = None) -> CompiledGrammar:
+                            whitespace_pattern: str | None = None,
+                            any_order: bool = False) -> CompiledGrammar:
         """Compile a JSON Schema for this vocabulary.
 
         Parameters
@@ -249,6 +250,11 @@ class GrammarCompiler:
             instead of the bounded default (vLLM's and outlines'
             ``whitespace_pattern``); implies ``any_whitespace``. It must match
             JSON whitespace (space, tab, newline, carriage return) only.
+        any_order : bool, default False
+            An object's properties (declared and extra) in any order, each at
+            most once, every required one present (llguidance #162, xgrammar
+            PR #668); the keys written are matcher state, so nothing
+            enumerates orders or subsets. False: schema order.
 
         Returns
         -------
@@ -270,7 +276,7 @@ class GrammarCompiler:
 
         schema = load_schema(schema)
         options = dict(any_whitespace=any_whitespace, indent=indent, separators=separators,
-                       strict_mode=strict_mode)
+                       strict_mode=strict_mode, any_order=bool(any_order))
         if max_whitespace is not None:
             options["max_whitespace"] = max_whitespace
         if whitespace_pattern is not None:

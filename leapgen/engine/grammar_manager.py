@@ -266,6 +266,7 @@ class GrammarManager:
                 any_whitespace=params.json_any_whitespace,
                 indent=params.json_indent,
                 separators=params.json_separators,
+                any_order=params.json_any_order,
             )
         elif params.regex is not None:
             from leapgen.grammar.regex import parse_regex
@@ -436,7 +437,8 @@ class GrammarManager:
             return self._peer_compile_call(params)
         if params.json_schema is not None or params.json_object:
             options = dict(any_whitespace=params.json_any_whitespace, indent=params.json_indent,
-                           separators=params.json_separators, strict_mode=params.json_strict and not params.json_object)
+                           separators=params.json_separators, strict_mode=params.json_strict and not params.json_object,
+                           any_order=params.json_any_order)
             if params.json_whitespace_pattern is not None:
                 options["whitespace_pattern"] = params.json_whitespace_pattern
             return "compile_json_schema", (_schema_of(params),), options
@@ -476,6 +478,9 @@ class GrammarManager:
                 raise GrammarError(f"the {self.backend_name} backend has no indented JSON layout")
             if params.json_whitespace_pattern is not None:
                 raise GrammarError(f"the {self.backend_name} backend has no JSON whitespace_pattern")
+            if params.json_any_order:
+                raise GrammarError(f"the {self.backend_name} backend has no json_any_order (properties in any "
+                                   "order): use the leapgen backend")
             compact = tuple(params.json_separators) == (",", ":")
             if not compact and tuple(params.json_separators) != DEFAULT_JSON_SEPARATORS:
                 raise GrammarError(f"the {self.backend_name} backend has no custom JSON separators")

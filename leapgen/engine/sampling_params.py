@@ -116,6 +116,10 @@ class SamplingParams:
         The end marker of the thinking (``"</think>"``); needed by
         ``max_reasoning_tokens``. :meth:`leapgen.LLM.chat` sets both from its
         reasoning parser.
+    json_any_order : bool, default False
+        An object's properties in any order, each at most once (see
+        :meth:`leapgen.compiler.GrammarCompiler.compile_json_schema`);
+        False: schema order. The leapgen backend only.
 
     Raises
     ------
@@ -160,6 +164,7 @@ class SamplingParams:
     prompt_logprobs_start: int = 0
     max_reasoning_tokens: int | None = None
     reasoning_end: str | None = None
+    json_any_order: bool = False
 
     def __post_init__(self) -> None:
         _check_int("max_tokens", self.max_tokens, minimum=0)
@@ -194,7 +199,7 @@ class SamplingParams:
                 raise ValueError(f"{name} must be a str, got {type(getattr(self, name)).__name__}")
         if self.structural_tag is not None and not isinstance(self.structural_tag, (dict, str)):
             raise ValueError(f"structural_tag must be a dict or a JSON string, got {type(self.structural_tag).__name__}")
-        for name in ("json_object", "json_strict"):
+        for name in ("json_object", "json_strict", "json_any_order"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.choice is not None:

@@ -42,6 +42,15 @@ def test_a_layout_the_peer_lacks_fails_that_request(peer_llm):
     assert out.finish_reason == FinishReason.ERROR and "indented" in out.error
 
 
+def test_any_order_is_refused_by_a_peer_without_it(peer_llm):
+    params = SamplingParams(json_schema=PERSON_SCHEMA, json_any_order=True, max_tokens=8)
+    if peer_llm.grammar.backend_name == "xgrammar":  # xgrammar >= 0.2.9 has its own (looser) any_order
+        peer_llm.grammar.compile(params)
+        return
+    out = peer_llm.generate(PERSON_PROMPT, params)[0]
+    assert out.finish_reason == FinishReason.ERROR and "any_order" in out.error
+
+
 def test_unknown_backend_is_refused(loaded_model):
     from leapgen.engine import LLM
 

@@ -57,6 +57,7 @@ def test_constrained():
         dict(json_separators=(",", 1)),
         dict(json_indent=-1),
         dict(json_any_whitespace="no"),
+        dict(json_any_order=1),
     ],
 )
 def test_invalid_values_raise_value_error(kwargs):
