@@ -95,6 +95,9 @@ class Pda:
         rule_ids = {n: i for i, n in enumerate(self.names)}
         self.max_stack_depth = max_stack_depth
         dfas = [compile_dfa(grammar.rules[n], max_states=max_states, rule_ids=rule_ids) for n in self.names]
+        width = 256 + len(self.names)
+        # a rule matching nothing (an empty key region, say) is one dead state, as wide as the others
+        dfas = [Dfa(np.full((1, width), -1, np.int32), np.zeros(1, bool), 0) if d.is_empty else d for d in dfas]
         self.dfas = self._drop_unproductive(dfas)
         self._check_left_recursion()
         #: The guarded calls of the grammar's keyed objects (empty for most grammars).

@@ -18,6 +18,10 @@ Suite files: every keyword file of draft 2020-12 plus ``optional/format/*``
 
 Run ``python -m tests.conformance.harness --update`` to regenerate the ratchet
 baseline (``baseline.json`` beside this file) after an improvement.
+
+``any_order`` mode (``--any-order``; issue 15): schemas compiled with
+``any_order=True`` and every instance fed in its own key order only (no
+reordering): the share of valid instances accepted and the unsound count.
 """
 
 from __future__ import annotations
@@ -72,11 +76,13 @@ def suite_key(path: Path) -> str:
     return path.relative_to(SUITE_DIR).with_suffix("").as_posix()
 
 
-def accepts(compiled, schema, data) -> bool:
-    """Whether some compact serialization of ``data`` is a complete match."""
+def accepts(compiled, schema, data, any_order: bool = False) -> bool:
+    """Whether some compact serialization of ``data`` is a complete match (``any_order``: the one in the
+    instance's own key order)."""
     if compiled is EMPTY:
         return False
-    for text in serializations(schema, data):
+    texts = [json.dumps(data, separators=SEPARATORS, ensure_ascii=False)] if any_order else serializations(schema, data)
+    for text in texts:
         m = leapgen.GrammarMatcher(compiled)
         if m.accept_string(text) and m.is_completed():
             return True
@@ -96,11 +102,12 @@ def serializations(schema, data) -> list[str]:
     return texts
 
 
-def compile_schema(compiler, schema):
+def compile_schema(compiler, schema, any_order: bool = False):
     """(compiled, :data:`EMPTY` or None; error text or None; compile seconds)."""
     t0 = time.perf_counter()
     try:
-        compiled = compiler.compile_json_schema(schema, any_whitespace=False, separators=SEPARATORS, strict_mode=False)
+        compiled = compiler.compile_json_schema(schema, any_whitespace=False, separators=SEPARATORS, strict_mode=False,
+                                                any_order=any_order)
         return compiled, None, time.perf_counter() - t0
     except (LeapgenError, RecursionError) as e:
         if UNSATISFIABLE in str(e):
@@ -108,20 +115,20 @@ def compile_schema(compiler, schema):
         return None, f"{type(e).__name__}: {e}"[:300], time.perf_counter() - t0
 
 
-def run_test_suite(compiler=None) -> dict:
+def run_test_suite(compiler=None, any_order: bool = False) -> dict:
     """Per keyword file of the 2020-12 suite: tests, passed, unsound, groups not compiled."""
     compiler = compiler or byte_compiler()
     results = {}
     for path in suite_files():
         r = {"tests": 0, "passed": 0, "unsound": 0, "groups_not_compiled": 0}
         for group in json.loads(path.read_text()):
-            compiled, err, _ = compile_schema(compiler, group["schema"])
+            compiled, err, _ = compile_schema(compiler, group["schema"], any_order)
             r["tests"] += len(group["tests"])
             if compiled is None:
                 r["groups_not_compiled"] += 1
                 continue
             for t in group["tests"]:
-                got = accepts(compiled, group["schema"], t["data"])
+                got = accepts(compiled, group["schema"], t["data"], any_order)
                 r["passed"] += got == t["valid"]
                 r["unsound"] += got and not t["valid"] and not compiled.warnings
         results[suite_key(path)] = r
@@ -138,7 +145,8 @@ def bench_sample(subset: str, per_subset: int | None, seed: int = 0) -> list[dic
     return rows
 
 
-def run_jsonschemabench(per_subset: int | None = CI_SAMPLE_PER_SUBSET, seed: int = 0, compiler=None) -> dict:
+def run_jsonschemabench(per_subset: int | None = CI_SAMPLE_PER_SUBSET, seed: int = 0, compiler=None,
+                        any_order: bool = False) -> dict:
     """Per subset: schemas, compiled, compiled without warnings, MaskBench passes, instance counts."""
     compiler = compiler or byte_compiler()
     results = {}
@@ -148,7 +156,7 @@ def run_jsonschemabench(per_subset: int | None = CI_SAMPLE_PER_SUBSET, seed: int
         for row in bench_sample(subset, per_subset, seed):
             schema = json.loads((BENCH_DIR / row["schema_file"]).read_text())
             r["schemas"] += 1
-            compiled, err, secs = compile_schema(compiler, schema)
+            compiled, err, secs = compile_schema(compiler, schema, any_order)
             if compiled is None:
                 r["errors"].append(err)
                 continue
@@ -158,7 +166,7 @@ def run_jsonschemabench(per_subset: int | None = CI_SAMPLE_PER_SUBSET, seed: int
             r["no_warnings"] += clean
             ok = True
             for t in row["tests"]:
-                got = accepts(compiled, schema, t["data"])
+                got = accepts(compiled, schema, t["data"], any_order)
                 if t["valid"]:
                     r["valid"] += 1
                     r["valid_accepted"] += got
@@ -181,11 +189,38 @@ def ratchet_view(suite: dict, bench: dict) -> dict:
     }
 
 
+def any_order_view(suite: dict, bench: dict) -> dict:
+    """The ``any_order`` figures: valid instances accepted (share), unsound, per corpus."""
+    def totals(rows, valid_key, accepted_key):
+        valid = sum(r[valid_key] for r in rows)
+        return valid, sum(r[accepted_key] for r in rows)
+    out = {}
+    if bench:
+        valid, accepted = totals(bench.values(), "valid", "valid_accepted")
+        out["jsonschemabench"] = {"schemas": sum(r["schemas"] for r in bench.values()),
+                                  "compiled": sum(r["compiled"] for r in bench.values()),
+                                  "valid": valid, "valid_accepted": accepted,
+                                  "valid_accepted_pct": round(100 * accepted / max(valid, 1), 2),
+                                  "unsound": sum(r["unsound"] for r in bench.values())}
+    if suite:
+        out["json_schema_test_suite"] = {"tests": sum(r["tests"] for r in suite.values()),
+                                         "passed": sum(r["passed"] for r in suite.values()),
+                                         "unsound": sum(r["unsound"] for r in suite.values())}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--update", action="store_true", help="write the ratchet baseline")
+    ap.add_argument("--any-order", action="store_true", help="any_order mode: print its figures (no baseline)")
+    ap.add_argument("--per-subset", type=int, default=CI_SAMPLE_PER_SUBSET, help="--any-order: schemas per subset "
+                    "(0: all)")
     args = ap.parse_args(argv)
     compiler = byte_compiler(RATCHET_LIMIT_S)
+    if args.any_order:
+        bench = run_jsonschemabench(args.per_subset or None, compiler=compiler, any_order=True)
+        print(json.dumps(any_order_view(run_test_suite(compiler, any_order=True), bench), indent=1))
+        return 0
     view = ratchet_view(run_test_suite(compiler), run_jsonschemabench(compiler=compiler))
     text = json.dumps(view, indent=1, sort_keys=True)
     if args.update:

@@ -63,3 +63,26 @@ def test_jsonschemabench_sample(baseline, compiler):
     assert not unsound, f"invalid MaskBench instances accepted by schemas compiled without warnings: {unsound}"
     regressions = _regressions(now, baseline["jsonschemabench_sample"], ("passed", "compiled"))
     assert not regressions, f"fewer JSONSchemaBench schemas compile or pass than the baseline: {regressions}"
+
+
+def test_any_order_json_schema_test_suite(baseline, compiler):
+    """``any_order=True``, instances in their own key order: no unsound acceptance, and no file passes
+    fewer tests than the schema-order baseline."""
+    now = harness.ratchet_view(harness.run_test_suite(compiler, any_order=True), {})["json_schema_test_suite"]
+    unsound = {f: r["unsound"] for f, r in now.items() if r["unsound"]}
+    assert not unsound, f"any_order: invalid instances accepted by schemas compiled without warnings: {unsound}"
+    regressions = _regressions(now, baseline["json_schema_test_suite"], ("passed",))
+    assert not regressions, f"any_order: fewer JSON-Schema-Test-Suite tests pass than in schema order: {regressions}"
+
+
+@pytest.mark.slow
+def test_any_order_jsonschemabench_sample(baseline, compiler):
+    """``any_order=True`` on the JSONSchemaBench sample: at least 99.5 % of the valid instances accepted in
+    their own key order, none unsound, no subset compiling fewer schemas than in schema order."""
+    results = harness.run_jsonschemabench(harness.CI_SAMPLE_PER_SUBSET, compiler=compiler, any_order=True)
+    view = harness.any_order_view({}, results)["jsonschemabench"]
+    assert view["unsound"] == 0, {s: r["unsound"] for s, r in results.items() if r["unsound"]}
+    assert view["valid_accepted_pct"] >= 99.5, view
+    fewer = {s: (baseline["jsonschemabench_sample"][s]["compiled"], r["compiled"]) for s, r in results.items()
+             if r["compiled"] < baseline["jsonschemabench_sample"][s]["compiled"]}
+    assert not fewer, f"any_order compiles fewer schemas than schema order: {fewer}"
