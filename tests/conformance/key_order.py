@@ -8,8 +8,8 @@ conjunction (a schema's own keywords, then its ``$ref`` target, whose
 siblings are ignored when the root declares draft 4-7, then its ``allOf``
 members in order, recursively), then each alternative the instance takes, in
 turn: the ``anyOf``/``oneOf`` branch it matches, ``if`` with ``then`` or
-``else`` as it matches ``if``, the ``dependentSchemas`` (draft-07 schema
-``dependencies``) of names present (leapgen rewrites all of these as
+``else`` as it matches ``if``, the ``dependentSchemas`` and
+``dependentRequired`` (draft-07 ``dependencies``) of names present (leapgen rewrites all of these as
 ``anyOf`` and puts each branch after its siblings). A property named by
 several merged schemas keeps its first position and gets all their schemas.
 
@@ -151,10 +151,11 @@ def _collect(schema, data, ctx: _Context, depth: int, flat: dict, chosen: list) 
         fits = ctx.fits(schema["if"], data)
         chosen.append([schema["if"], schema.get("then")] if fits else [schema.get("else")])
     if isinstance(data, dict):
-        for key in ("dependentSchemas", "dependencies"):
+        for key in ("dependentSchemas", "dependentRequired", "dependencies"):
             deps = schema.get(key)
-            if isinstance(deps, dict):
-                chosen.extend([dep] for name, dep in deps.items() if name in data and isinstance(dep, dict))
+            if isinstance(deps, dict):  # a list of names is the branch ``required: [name, *names]``
+                chosen.extend([dep if isinstance(dep, dict) else {"required": [name, *dep]}]
+                              for name, dep in deps.items() if name in data and isinstance(dep, (dict, list)))
 
 
 def _add_own(schema: dict, flat: dict) -> None:
