@@ -478,16 +478,15 @@ class GrammarManager:
                 raise GrammarError(f"the {self.backend_name} backend has no indented JSON layout")
             if params.json_whitespace_pattern is not None:
                 raise GrammarError(f"the {self.backend_name} backend has no JSON whitespace_pattern")
-            if params.json_any_order:
-                raise GrammarError(f"the {self.backend_name} backend has no json_any_order (properties in any "
-                                   "order): use the leapgen backend")
             compact = tuple(params.json_separators) == (",", ":")
             if not compact and tuple(params.json_separators) != DEFAULT_JSON_SEPARATORS:
                 raise GrammarError(f"the {self.backend_name} backend has no custom JSON separators")
             # any_whitespace=False is the compact layout in every peer; the default one needs flexible whitespace.
-            return "compile_json_schema", (_schema_of(params),), dict(
-                any_whitespace=params.json_any_whitespace or not compact,
-                strict_mode=params.json_strict and not params.json_object)
+            options = dict(any_whitespace=params.json_any_whitespace or not compact,
+                           strict_mode=params.json_strict and not params.json_object)
+            if params.json_any_order:  # xgrammar passes it on; the other peers' backends refuse it by name
+                options["any_order"] = True
+            return "compile_json_schema", (_schema_of(params),), options
         if params.regex is not None:
             return "compile_regex", (params.regex,), {}
         if params.ebnf is not None:
