@@ -16,7 +16,8 @@ the instance's own order.
 Checked, per text parsed with duplicate keys noted (the last one wins, as in
 ``json.loads``):
 
-- soundness: a text leapgen accepts is JSON whose value the oracle accepts,
+- soundness: a text leapgen accepts is JSON whose value the oracle accepts
+  (instances with a member written twice among the texts),
   unless the grammar was compiled with warnings (a repeated key that a
   keyword counts, ``{"b":1,"b":2}`` under ``minProperties: 2``, is invalid);
 - completeness: a valid value in leapgen's layout, with no repeated key, is
@@ -219,6 +220,10 @@ def check_schema(schema: dict, patterns: dict, any_order: bool, rng: random.Rand
         texts.setdefault(data.decode("utf-8", "surrogateescape"), False)
     for t in rng.sample(sorted(texts), min(6, len(texts))):
         texts.setdefault(rg.mutate(t, rng), False)
+    for value in ours:  # a member written twice (fault 3: a repeat must not count towards minProperties)
+        if isinstance(value, dict) and value:
+            key = rng.choice(list(value))
+            texts.setdefault(laid_out(value)[:-1] + "," + sg.layout({key: value[key]})[1:], False)
     accepted = []
     for text, own in texts.items():
         got = verdict(compiled, text.encode("utf-8", "surrogateescape"))
