@@ -119,7 +119,8 @@ class SamplingParams:
     json_any_order : bool, default False
         An object's properties in any order, each at most once (see
         :meth:`leapgen.compiler.GrammarCompiler.compile_json_schema`);
-        False: schema order. The leapgen backend only.
+        False: schema order. The leapgen and xgrammar backends; the
+        llguidance and outlines-core backends refuse it by name.
 
     Raises
     ------
