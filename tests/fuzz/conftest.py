@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def pytest_terminal_summary(terminalreporter):
-    from tests.fuzz.harness import REPORTS
+    from .harness import REPORTS  # the module the tests filled (imported as fuzz.harness, not tests.fuzz.harness)
 
     tiers = {k: v for k, v in REPORTS.items() if not k.startswith("(") and v.grammars}
     if tiers:
