@@ -30,6 +30,18 @@ def test_equal_stacks_get_one_id_and_share_their_tails():
     assert store.depth[b] == 2 and store.depth[a] == 1 and store.below[b] == a
 
 
+def test_a_frames_keys_are_part_of_its_stack():
+    """A keyed object's frame (issue 15): the same frame with other keys is another stack; keys kept per id."""
+    store = StackStore()
+    a = store.push(7, EMPTY)
+    k = store.push(7, EMPTY, keys=0b101)
+    big = store.push(7, EMPTY, keys=1 << 70)  # past 64 bits: the bitset plus a count above it
+    assert len({a, k, big}) == 3 and store.push(7, EMPTY, keys=0b101) == k and store.push(7, EMPTY, 0) == a
+    assert store.keys == {k: 0b101, big: 1 << 70}  # none kept for a frame without keys
+    above = store.push(9, k)
+    assert store.keys.get(above, 0) == 0 and store.below[above] == k and store.frames(above, 2) == [9, 7]
+
+
 def test_the_store_is_bounded_with_a_clear_error():
     store = StackStore(max_stacks=4)  # the empty stack and three more
     s, first = EMPTY, None
