@@ -2,6 +2,13 @@
 
 Library code raises these; the engine catches them, fails the one request
 concerned and goes on.
+
+A bad grammar, regex or schema (:class:`GrammarError` and its subclasses) and
+a vocabulary that cannot be read (:class:`TokenizerError`) are both a
+``ValueError`` (leapgen's own contract: bad input) and a ``RuntimeError``
+(xgrammar's: its C++ checks raise ``RuntimeError``, and the xgrammar backends
+of vLLM and SGLang catch ``except RuntimeError`` around a compile), so either
+kind of caller catches them.
 """
 
 from __future__ import annotations
@@ -11,9 +18,10 @@ class LeapgenError(Exception):
     """Base class of every error leapgen raises on purpose."""
 
 
-class GrammarError(LeapgenError, ValueError):
+class GrammarError(LeapgenError, ValueError, RuntimeError):
     """A grammar (regex, JSON Schema or EBNF) is malformed or uses a construct
-    leapgen does not support.
+    leapgen does not support. Also a ``ValueError`` and a ``RuntimeError``
+    (see the module docstring).
 
     Attributes
     ----------
@@ -67,5 +75,24 @@ class StackDepthError(LeapgenError, ValueError):
     never allow such a token; accepting one (or such a string) raises this."""
 
 
-class TokenizerError(LeapgenError, ValueError):
-    """A tokenizer or vocabulary cannot be understood."""
+class TokenizerError(LeapgenError, ValueError, RuntimeError):
+    """A tokenizer or vocabulary cannot be understood (also a ``ValueError``
+    and a ``RuntimeError``, see the module docstring)."""
+
+
+class DeserializeError(LeapgenError, ValueError, RuntimeError):
+    """Serialized data (a grammar, a compiled grammar, a vocabulary) cannot be
+    read back: base of the three cases below (xgrammar's names)."""
+
+
+class InvalidJSONError(DeserializeError):
+    """The text is not JSON at all."""
+
+
+class DeserializeFormatError(DeserializeError):
+    """The JSON does not follow the serialization format, or describes another
+    vocabulary than the one it is read against."""
+
+
+class DeserializeVersionError(DeserializeError):
+    """The data was written by another serialization version."""

@@ -93,15 +93,45 @@ class Pda:
     def __init__(self, grammar: ir.Grammar, *, max_states: int, max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH):
         self.names = [grammar.root] + [n for n in grammar.rules if n != grammar.root]
         rule_ids = {n: i for i, n in enumerate(self.names)}
-        self.max_stack_depth = max_stack_depth
         dfas = [compile_dfa(grammar.rules[n], max_states=max_states, rule_ids=rule_ids) for n in self.names]
-        width = 256 + len(self.names)
-        # a rule matching nothing (an empty key region, say) is one dead state, as wide as the others
-        dfas = [Dfa(np.full((1, width), -1, np.int32), np.zeros(1, bool), 0) if d.is_empty else d for d in dfas]
-        self.dfas = self._drop_unproductive(dfas)
-        self._check_left_recursion()
         #: The guarded calls of the grammar's keyed objects (empty for most grammars).
         self.guards = KeyGuards(grammar.keyed, rule_ids)
+        self._setup(self._drop_unproductive(self._dead_if_empty(dfas, len(self.names))), max_stack_depth)
+
+    @classmethod
+    def from_rule_dfas(cls, names: list[str], dfas: list[Dfa], *,
+                       max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH) -> "Pda":
+        """The automaton of rules already compiled: ``dfas[i]`` is rule ``names[i]``
+        (the root first) over bytes and the call symbols ``256 + j``, as
+        :attr:`dfas` holds them (used to read a serialized grammar back). It has no
+        key guards: keyed objects are not serializable (see :mod:`leapgen.xgrammar`).
+
+        Raises
+        ------
+        GrammarError
+            Names and DFAs of different lengths, a call to no rule, left recursion.
+        """
+        if len(names) != len(dfas) or not names:
+            raise GrammarError(f"{len(names)} rule names for {len(dfas)} rule automata")
+        dfas = cls._dead_if_empty(list(dfas), len(names))
+        if any(d.trans.shape[1] != 256 + len(names) for d in dfas):
+            raise GrammarError(f"rule automata must have 256 + {len(names)} columns (bytes, then one per rule)")
+        pda = cls.__new__(cls)
+        pda.names = list(names)
+        pda.guards = KeyGuards((), {})
+        pda._setup(dfas, max_stack_depth)
+        return pda
+
+    @staticmethod
+    def _dead_if_empty(dfas: list[Dfa], n_rules: int) -> list[Dfa]:
+        """A rule matching nothing (an empty key region, say) as one dead state, as wide as the others."""
+        width = 256 + n_rules
+        return [Dfa(np.full((1, width), -1, np.int32), np.zeros(1, bool), 0) if d.is_empty else d for d in dfas]
+
+    def _setup(self, dfas: list[Dfa], max_stack_depth: int) -> None:
+        self.max_stack_depth = max_stack_depth
+        self.dfas = dfas
+        self._check_left_recursion()
         n_rules = len(self.names)
         sizes = [d.n_states for d in self.dfas]
         #: int64 ``(n_rules + 1,)``: rule ``r``'s states are global ids ``state_base[r]:state_base[r + 1]``.

@@ -134,6 +134,11 @@ class CompiledGrammar:
         """
         raise NotImplementedError
 
+    def rule_temperature(self, state: Hashable) -> float | None:
+        """The sampling temperature grammar rules set at ``state``, or None where no
+        active rule sets one (always None for a grammar without rule options; pure)."""
+        return None
+
     def rejected_for_depth(self, state: Hashable, data: bytes) -> bool:
         """Whether ``data``, rejected from ``state``, would be accepted but for
         the stack depth bound (never for a regular grammar; pure, uncached)."""

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Sequence
 
-from leapgen.automata import DEFAULT_MAX_STATES, compile_dfa
+from leapgen.automata import DEFAULT_MAX_STATES, Dfa, compile_dfa
 from leapgen.automata.limits import time_limit
 from leapgen.automata.pda import DEFAULT_MAX_STACK_DEPTH, Pda
 from leapgen.automata.trie import trie_dfa
@@ -147,6 +147,15 @@ class GrammarCompiler:
         Compile a small schema in both JSON layouts now (:meth:`warm_up`), so that the first
         compile does not load the automaton kernels; False leaves that to the first compile
         (a process that compiles one grammar pays it once either way).
+    token_index : TokenIndex, optional
+        The vocabulary's token index, shared with other compilers of the same
+        vocabulary (built here when not given; building it walks every token).
+
+    Raises
+    ------
+    ValueError
+        A negative ``cache_entries``, a non-positive ``max_compile_seconds`` or
+        ``compile_threads``, or a ``token_index`` of another vocabulary.
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache_entries: int = DEFAULT_CACHE_ENTRIES,
@@ -154,15 +163,18 @@ class GrammarCompiler:
                  max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_bytes: int | None = None,
                  cache_dir: str | os.PathLike | None = None, max_compile_seconds: float | None = None,
                  compile_threads: int = 1, index_cache_dir: str | os.PathLike | None = None, warm_up: bool = True,
-                 disk_cache_bytes: int | None = None, max_grammar_bytes: int | None = None):
+                 disk_cache_bytes: int | None = None, max_grammar_bytes: int | None = None,
+                 token_index: TokenIndex | None = None):
         if cache_entries < 0:
             raise ValueError("cache_entries must be >= 0")
         if max_compile_seconds is not None and not max_compile_seconds > 0:
             raise ValueError(f"max_compile_seconds must be positive, got {max_compile_seconds!r}")
         if compile_threads < 1:
             raise ValueError(f"compile_threads must be >= 1, got {compile_threads!r}")
+        if token_index is not None and token_index.tokenizer_info is not tokenizer_info:
+            raise ValueError("token_index was built for another TokenizerInfo")
         self.tokenizer_info = tokenizer_info
-        self.token_index = TokenIndex(tokenizer_info, cache_dir=index_cache_dir)
+        self.token_index = TokenIndex(tokenizer_info, cache_dir=index_cache_dir) if token_index is None else token_index
         self.cache_entries = cache_entries
         self.max_states = max_states
         self.mask_cache_bytes = mask_cache_bytes
@@ -661,16 +673,43 @@ class GrammarCompiler:
         node, warnings = front_end()
         if isinstance(node, ir.Grammar):
             node = simplify_grammar(node)
-        common = dict(kind=kind, warnings=warnings, mask_cache_bytes=self.mask_cache_bytes)
         if isinstance(node, ir.Grammar):
-            pda = Pda(node, max_states=self.max_states, max_stack_depth=self.max_stack_depth)
-            compiled: CompiledGrammar = ContextFreeGrammar(pda, self.tokenizer_info, self.token_index, **common)
-            if int(pda.has_bytes_flat.sum()) <= EAGER_FRAMES:
-                compiled.sort_all_frames()
+            automaton: Dfa | Pda = Pda(node, max_states=self.max_states, max_stack_depth=self.max_stack_depth)
         else:
-            dfa = compile_dfa(node, max_states=self.max_states)
-            if dfa.is_empty:
+            automaton = compile_dfa(node, max_states=self.max_states)
+            if automaton.is_empty:
                 raise GrammarError(f"the {kind.replace('_', ' ')} matches no string at all")
-            compiled = RegularGrammar(dfa, self.tokenizer_info, self.token_index, **common)
+        compiled = self.bind(automaton, kind=kind, warnings=warnings)
         compiled.compile_ms = (time.perf_counter() - t0) * 1e3
         return compiled
+
+    def bind(self, automaton: Dfa | Pda, *, kind: str, warnings=()) -> CompiledGrammar:
+        """A compiled grammar for this vocabulary from an automaton already built
+        (a minimized DFA, or the rules' automata of a context-free grammar);
+        not cached. The second half of every compile, and how a serialized
+        grammar is read back without compiling it again.
+
+        Parameters
+        ----------
+        automaton : Dfa or Pda
+            A trimmed, minimized DFA (:func:`leapgen.automata.compile_dfa`) or a
+            :class:`~leapgen.automata.pda.Pda`.
+        kind : str
+            What the grammar came from (``"regex"``, ``"json_schema"``, ``"ebnf"``, ...).
+        warnings : iterable of str, default ()
+            Where the grammar is looser than its source.
+
+        Returns
+        -------
+        CompiledGrammar
+            A :class:`RegularGrammar` or a :class:`ContextFreeGrammar`; small
+            context-free grammars get every frame's tokens sorted now (see
+            :data:`~leapgen.compiler.compiled_cfg.EAGER_FRAMES`).
+        """
+        common = dict(kind=kind, warnings=tuple(warnings), mask_cache_bytes=self.mask_cache_bytes)
+        if isinstance(automaton, Pda):
+            compiled: CompiledGrammar = ContextFreeGrammar(automaton, self.tokenizer_info, self.token_index, **common)
+            if int(automaton.has_bytes_flat.sum()) <= EAGER_FRAMES:
+                compiled.sort_all_frames()
+            return compiled
+        return RegularGrammar(automaton, self.tokenizer_info, self.token_index, **common)

@@ -108,12 +108,15 @@ class TokenIndex:
 
     Attributes
     ----------
+    tokenizer_info : TokenizerInfo
+        The vocabulary it was built for.
     token_slices : list of TokenSlice
         Biggest first; empty without the trie kernels.
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, use_trie: bool | None = None, use_slices: bool = True,
                  cache_dir: str | os.PathLike | None = None):
+        self.tokenizer_info = tokenizer_info
         self.vocab_size = tokenizer_info.vocab_size
         self.bitmask_words = (self.vocab_size + 31) // 32
         self.stop_token_ids = np.array(sorted(tokenizer_info.stop_token_ids), np.int64)

@@ -107,6 +107,39 @@ class BatchGrammarMatcher:
             pass
 
     @staticmethod
+    def batch_fill_temperature(matchers: Sequence[GrammarMatcher], temperatures,
+                               indices: Sequence[int] | None = None) -> None:
+        """Write ``matchers[i].temperature`` into ``temperatures[indices[i]]``
+        (default ``i``), -1 for a matcher without one (xgrammar's API).
+
+        Parameters
+        ----------
+        matchers : sequence of GrammarMatcher
+        temperatures : torch.Tensor or numpy.ndarray
+            float32, one-dimensional, on the CPU, long enough for every index.
+        indices : sequence of int, optional
+
+        Raises
+        ------
+        ValueError
+            ``indices`` of another length than ``matchers``, or a
+            ``temperatures`` that is not a long enough 1-D float32 CPU array.
+
+        Mutates the chosen entries of ``temperatures`` only.
+        """
+        from leapgen.matcher.draft_tree import temperature_array
+
+        rows = list(range(len(matchers))) if indices is None else [int(i) for i in indices]
+        if len(rows) != len(matchers):
+            raise ValueError(f"{len(matchers)} matchers but {len(rows)} indices")
+        if any(r < 0 for r in rows):
+            raise ValueError("temperature indices must be >= 0")
+        arr = temperature_array(temperatures, max(rows, default=-1) + 1, "temperatures")
+        for matcher, row in zip(matchers, rows):
+            t = matcher.temperature
+            arr[row] = -1.0 if t is None else t
+
+    @staticmethod
     def batch_accept_token(matchers: Sequence[GrammarMatcher], token_ids: Sequence[int]) -> list[bool]:
         """``matchers[i].accept_token(token_ids[i])`` for each i.
 

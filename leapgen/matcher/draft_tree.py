@@ -20,6 +20,26 @@ import numpy as np
 from leapgen.bitmask.cpu import numpy_view
 
 
+def temperature_array(temperatures, need: int, what: str) -> np.ndarray:
+    """A writable float32 numpy view of a 1-D CPU tensor or array of at least ``need`` entries.
+
+    Raises
+    ------
+    ValueError
+        Not float32, not one-dimensional, not on the CPU, or too short.
+    """
+    if isinstance(temperatures, np.ndarray):
+        arr = temperatures
+    elif getattr(temperatures, "device", None) is not None and temperatures.device.type == "cpu":
+        arr = temperatures.numpy()
+    else:
+        raise ValueError(f"{what} must be a float32 CPU tensor or numpy array")
+    if arr.dtype != np.float32 or arr.ndim != 1 or arr.shape[0] < need:
+        raise ValueError(f"{what} must be a one-dimensional float32 array of at least {need} entries, got "
+                         f"{arr.dtype} {tuple(arr.shape)}")
+    return arr
+
+
 def _as_ints(values, what: str) -> list[int]:
     out = values.tolist() if hasattr(values, "tolist") else list(values)
     if any(isinstance(v, list) for v in out):
@@ -28,8 +48,9 @@ def _as_ints(values, what: str) -> list[int]:
 
 
 def traverse_draft_tree(matcher, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask,
-                        time_threshold: float = -1.0) -> bool:
-    """Fill one bitmask row per draft-tree node; see :meth:`GrammarMatcher.traverse_draft_tree`."""
+                        time_threshold: float = -1.0, temperatures=None) -> bool:
+    """Fill one bitmask row per draft-tree node (and, when given, each node's
+    temperature); see :meth:`GrammarMatcher.traverse_draft_tree`."""
     first_child = _as_ints(retrieve_next_token, "retrieve_next_token")
     next_sibling = _as_ints(retrieve_next_sibling, "retrieve_next_sibling")
     tokens = _as_ints(draft_tokens, "draft_tokens")
@@ -46,6 +67,10 @@ def traverse_draft_tree(matcher, retrieve_next_token, retrieve_next_sibling, dra
     if rows.shape[0] < n:
         raise ValueError(f"bitmask has {rows.shape[0]} rows for {n} draft nodes")
     rows[:n] = 0
+    temps = None
+    if temperatures is not None:
+        temps = temperature_array(temperatures, n, "temperatures")
+        temps[:n] = -1.0
     deadline = time.perf_counter() + time_threshold if time_threshold > 0 else None
     work = matcher.fork()
     work.max_rollback_tokens = -1
@@ -71,6 +96,9 @@ def traverse_draft_tree(matcher, retrieve_next_token, retrieve_next_sibling, dra
                 continue
             if not work.accept_token(token):
                 continue
+        if temps is not None:
+            t = work.temperature
+            temps[node] = -1.0 if t is None else t
         if work.is_terminated():
             continue
         work.fill_next_token_bitmask(rows, node)

@@ -8,6 +8,7 @@ The verbs are xgrammar's, so engines can swap leapgen in:
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 import numpy as np
@@ -26,6 +27,18 @@ def _require_int(value, what: str) -> None:
     """Raise TypeError unless ``value`` is an int or numpy integer (not a bool)."""
     if type(value) is not int and (isinstance(value, bool) or not isinstance(value, np.integer)):
         raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+
+
+def _check_temperature(value, what: str) -> float | None:
+    """``value`` as a float, checked finite and >= 0 (None passes)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{what} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite number >= 0, got {value}")
+    return value
 
 
 def _utf8_whole_prefix(data: bytes) -> bytes:
@@ -53,6 +66,16 @@ class GrammarMatcher:
         exactly when the grammar may end; accepting one terminates the matcher.
     max_rollback_tokens : int, default -1
         History kept for :meth:`rollback`; -1 keeps it all.
+    default_temperature : float, optional
+        The sampling temperature where no active grammar rule sets one (see
+        :attr:`temperature`); a finite number >= 0.
+
+    Raises
+    ------
+    TypeError
+        ``compiled_grammar`` is not a CompiledGrammar.
+    ValueError
+        A stop id out of range, a negative or non-finite ``default_temperature``.
 
     Notes
     -----
@@ -61,9 +84,10 @@ class GrammarMatcher:
     """
 
     def __init__(self, compiled_grammar: CompiledGrammar, *, stop_token_ids: Iterable[int] | None = None,
-                 max_rollback_tokens: int = -1):
+                 max_rollback_tokens: int = -1, default_temperature: float | None = None):
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise TypeError(f"GrammarMatcher needs a CompiledGrammar, got {type(compiled_grammar).__name__}")
+        self.default_temperature = _check_temperature(default_temperature, "default_temperature")
         self.compiled_grammar = compiled_grammar
         info = compiled_grammar.tokenizer_info
         self._vocab_size = info.vocab_size
@@ -111,6 +135,18 @@ class GrammarMatcher:
     def is_terminated(self) -> bool:
         """Whether a stop token was accepted."""
         return self._terminated
+
+    @property
+    def temperature(self) -> float | None:
+        """The sampling temperature for the next token: the active grammar rule's
+        (EBNF ``name[temperature=t] ::= ...``; an inner rule's overrides an
+        outer one's; where parse paths disagree, their maximum, with a warning
+        once per grammar), else :attr:`default_temperature`, else None. Pure."""
+        if not self._terminated:
+            t = self.compiled_grammar.rule_temperature(self._state)
+            if t is not None:
+                return t
+        return self.default_temperature
 
     def fork(self) -> "GrammarMatcher":
         """An independent copy with the same state and history (the grammar is shared)."""
@@ -327,7 +363,7 @@ class GrammarMatcher:
     # -- speculative decoding -------------------------------------------------------------------
 
     def traverse_draft_tree(self, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask,
-                            time_threshold: float = -1.0) -> bool:
+                            time_threshold: float = -1.0, temperatures=None) -> bool:
         """Fill one bitmask row per node of a draft-token tree (xgrammar's API).
 
         Parameters
@@ -346,6 +382,10 @@ class GrammarMatcher:
             token, and of nodes not reached in time are all zero.
         time_threshold : float, default -1.0
             Seconds the traversal may take; <= 0 means no limit.
+        temperatures : torch.Tensor or numpy.ndarray, optional
+            float32 CPU, ``(>= num_nodes,)``: receives each visited node's
+            :attr:`temperature` (after its path), -1 where there is none and
+            for nodes not visited or rejected.
 
         Returns
         -------
@@ -360,11 +400,11 @@ class GrammarMatcher:
 
         Notes
         -----
-        Mutates ``bitmask[:num_nodes]`` only; works on a fork, so this
-        matcher's state is unchanged.
+        Mutates ``bitmask[:num_nodes]`` (and ``temperatures[:num_nodes]``) only;
+        works on a fork, so this matcher's state is unchanged.
         """
         return traverse_draft_tree(self, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask,
-                                   time_threshold)
+                                   time_threshold, temperatures)
 
     # -- jump-forward ---------------------------------------------------------------------------
 

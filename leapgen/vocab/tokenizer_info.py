@@ -22,7 +22,7 @@ from leapgen.errors import TokenizerError
 from leapgen.vocab.hf import huggingface_vocab
 from leapgen.vocab.vocab_type import DEFAULT_STOP_TOKEN_STRINGS, VocabType
 
-__all__ = ["VocabType", "TokenizerInfo", "DEFAULT_STOP_TOKEN_STRINGS"]
+__all__ = ["VocabType", "TokenizerInfo", "DEFAULT_STOP_TOKEN_STRINGS", "decode_token_strings"]
 
 
 def _byte_level_table() -> dict[int, int]:
@@ -77,6 +77,50 @@ def _special_text(tok) -> str | None:
         except UnicodeDecodeError:
             return None
     return None
+
+
+def decode_token_strings(encoded_vocab: Sequence[bytes | str | None], vocab_type: "VocabType | str") -> list[bytes]:
+    """Every entry's bytes as the tokenizer's decoder writes them, special or not.
+
+    The decoding of :class:`TokenizerInfo` without its special-token rule:
+    a control token such as ``"<|im_end|>"`` gives its spelling, ``None`` and
+    undecodable entries ``b""`` (xgrammar's ``decoded_vocab``).
+
+    Parameters
+    ----------
+    encoded_vocab : sequence of bytes, str or None
+        Token strings by id (not mutated).
+    vocab_type : VocabType or str
+
+    Returns
+    -------
+    list of bytes
+        One entry per input entry.
+
+    Raises
+    ------
+    TokenizerError
+        An unknown ``vocab_type``.
+    """
+    try:
+        vtype = VocabType(vocab_type.lower() if isinstance(vocab_type, str) else vocab_type)
+    except ValueError:
+        raise TokenizerError(f"unknown vocab_type {vocab_type!r}") from None
+    out: list[bytes] = []
+    for tok in encoded_vocab:
+        if isinstance(tok, (bytes, bytearray, memoryview)):
+            tok = bytes(tok)
+            if vtype is not VocabType.RAW:
+                tok = tok.decode("utf-8", errors="replace")
+        if tok is None or not isinstance(tok, (bytes, str)):
+            out.append(b"")
+        elif vtype is VocabType.RAW:
+            out.append(tok if isinstance(tok, bytes) else tok.encode("utf-8", errors="surrogatepass"))
+        elif vtype is VocabType.BYTE_LEVEL:
+            out.extend(_decode_byte_level([tok]))
+        else:
+            out.extend(_decode_byte_fallback([tok]))
+    return out
 
 
 def _check_ids(ids: Iterable[int] | None, vocab_size: int, what: str) -> list[int]:
