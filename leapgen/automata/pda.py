@@ -16,7 +16,9 @@ the garbage collector tracks.
 Left recursion is refused at compile time; every other push consumes a byte
 before it can recur, so expansion terminates. A call whose return state can
 only pop (a tail call) pushes no return frame, so right recursion keeps a
-constant depth. Stacks deeper than ``max_stack_depth`` are cut (documented
+constant depth; calls from a rule with options (:class:`~leapgen.grammar.ir.RuleOptions`:
+a temperature, a budget) are never tail calls, so its frame shows it active
+until it ends. Stacks deeper than ``max_stack_depth`` are cut (documented
 bound): tokens that would nest deeper are masked off, and accepting such a
 token or string raises :class:`~leapgen.errors.StackDepthError` (see
 :meth:`GrammarMatcher.accept_token`).
@@ -96,11 +98,12 @@ class Pda:
         dfas = [compile_dfa(grammar.rules[n], max_states=max_states, rule_ids=rule_ids) for n in self.names]
         #: The guarded calls of the grammar's keyed objects (empty for most grammars).
         self.guards = KeyGuards(grammar.keyed, rule_ids)
-        self._setup(self._drop_unproductive(self._dead_if_empty(dfas, len(self.names))), max_stack_depth)
+        self._setup(self._drop_unproductive(self._dead_if_empty(dfas, len(self.names))), max_stack_depth,
+                    grammar.options)
 
     @classmethod
-    def from_rule_dfas(cls, names: list[str], dfas: list[Dfa], *,
-                       max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH) -> "Pda":
+    def from_rule_dfas(cls, names: list[str], dfas: list[Dfa], *, max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH,
+                       options: dict[str, ir.RuleOptions] | None = None) -> "Pda":
         """The automaton of rules already compiled: ``dfas[i]`` is rule ``names[i]``
         (the root first) over bytes and the call symbols ``256 + j``, as
         :attr:`dfas` holds them (used to read a serialized grammar back). It has no
@@ -119,7 +122,7 @@ class Pda:
         pda = cls.__new__(cls)
         pda.names = list(names)
         pda.guards = KeyGuards((), {})
-        pda._setup(dfas, max_stack_depth)
+        pda._setup(dfas, max_stack_depth, options or {})
         return pda
 
     @staticmethod
@@ -128,9 +131,14 @@ class Pda:
         width = 256 + n_rules
         return [Dfa(np.full((1, width), -1, np.int32), np.zeros(1, bool), 0) if d.is_empty else d for d in dfas]
 
-    def _setup(self, dfas: list[Dfa], max_stack_depth: int) -> None:
+    def _setup(self, dfas: list[Dfa], max_stack_depth: int, options: dict) -> None:
         self.max_stack_depth = max_stack_depth
         self.dfas = dfas
+        #: Each rule's options (``None`` without), by rule id; see :class:`~leapgen.grammar.ir.RuleOptions`.
+        self.options: list[ir.RuleOptions | None] = [options.get(n) for n in self.names]
+        #: Whether some rule sets a temperature / a token or character budget.
+        self.has_temperature = any(o is not None and o.temperature is not None for o in self.options)
+        self.has_budget = any(o is not None and o.has_budget for o in self.options)
         self._check_left_recursion()
         n_rules = len(self.names)
         sizes = [d.n_states for d in self.dfas]
@@ -155,9 +163,10 @@ class Pda:
                 per_state[q].append((callee, ret))
             calls.append(tuple(tuple(c) for c in per_state))
         self.calls = tuple(calls)
-        # exit states: accepting, with no byte and no call edge (a frame there can only pop)
-        self.is_exit = tuple(tuple(acc and not nb and not cl for acc, nb, cl in zip(a, h, c))
-                             for a, h, c in zip(self.accepting, self.has_bytes, self.calls))
+        # exit states: accepting, with no byte and no call edge (a frame there can only pop); a rule with
+        # options has none, so its frame stays below its callees (a matcher sees it active to the end)
+        self.is_exit = tuple(tuple(acc and not nb and not cl and opt is None for acc, nb, cl in zip(a, h, c))
+                             for a, h, c, opt in zip(self.accepting, self.has_bytes, self.calls, self.options))
         # the run-time tables, per global state
         self._has_bytes_g = tuple(x for rows in self.has_bytes for x in rows)
         self._accepting_g = tuple(x for rows in self.accepting for x in rows)

@@ -138,6 +138,12 @@ class GrammarState(ABC):
         """The text the grammar forces next (whole characters), or ``""``."""
         return ""
 
+    @property
+    def temperature(self) -> float | None:
+        """The sampling temperature the grammar sets here (a rule's option), or
+        None: leave the request's. None for engines without rule temperatures."""
+        return None
+
     def fork(self) -> "GrammarState":
         """An independent copy of this state."""
         raise NotImplementedError(f"{type(self).__name__} cannot fork")

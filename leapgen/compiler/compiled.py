@@ -103,6 +103,15 @@ class CompiledGrammar:
         """Whether the input may end in ``state``."""
         raise NotImplementedError
 
+    def advance(self, state: Hashable, data: bytes, *, token: bool) -> Hashable | None:
+        """The state after accepting ``data`` as one token (``token=True``) or as a
+        string, or None if rejected (pure). Only rule budgets tell the two apart
+        (:mod:`leapgen.compiler.compiled_budget`); otherwise :meth:`walk`."""
+        return self.walk(state, data)
+
+    def accepted(self, state: Hashable) -> None:
+        """Told the state a matcher moved to (a hook for warnings; does nothing here)."""
+
     def _allowed_bits(self, state: Hashable) -> np.ndarray:
         """uint32 bitset of the tokens allowed from ``state`` (stop tokens
         aside), ``(ceil(vocab_size / 32),)``; the caller may mutate it."""
@@ -134,14 +143,15 @@ class CompiledGrammar:
         """
         raise NotImplementedError
 
-    def rule_temperature(self, state: Hashable) -> float | None:
-        """The sampling temperature grammar rules set at ``state``, or None where no
-        active rule sets one (always None for a grammar without rule options; pure)."""
-        return None
+    def rule_temperatures(self, state: Hashable) -> tuple[float, ...]:
+        """The distinct sampling temperatures the active grammar rules set at
+        ``state`` (one per parse path: its innermost rule with a temperature),
+        sorted; empty where none does, always for a regular grammar. Pure."""
+        return ()
 
-    def rejected_for_depth(self, state: Hashable, data: bytes) -> bool:
-        """Whether ``data``, rejected from ``state``, would be accepted but for
-        the stack depth bound (never for a regular grammar; pure, uncached)."""
+    def rejected_for_depth(self, state: Hashable, data: bytes, *, token: bool = False) -> bool:
+        """Whether ``data`` (a token when ``token``), rejected from ``state``, would be
+        accepted but for the stack depth bound (never for a regular grammar; pure, uncached)."""
         return False
 
     # -- shared caching logic ------------------------------------------------------------------

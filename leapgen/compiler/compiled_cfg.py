@@ -21,6 +21,7 @@ import numpy as np
 
 from leapgen.automata.limits import check_deadline
 from leapgen.automata.pda import Config, Pda
+from leapgen.automata.pda_stacks import EMPTY
 from leapgen.compiler.compiled import WIDE_STATE_BYTES, CompiledGrammar
 from leapgen.compiler.token_index import LoopJumps
 from leapgen.grammar.ir import TOKEN_LEAD
@@ -87,6 +88,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self.pda = pda
         self._expansions: dict = {}
         self._steps: dict = {}
+        self._temperatures: dict = {}
         self._frame_tokens: dict[int, FrameSort] = {}
         self._tops: dict[tuple, tuple] = {}  # sorted (global state, near the depth bound) of the top frames -> see _sort_tops
         self._all_sorted = False  # every frame sorted at compile time (sort_all_frames)
@@ -119,6 +121,36 @@ class ContextFreeGrammar(CompiledGrammar):
             self._expansions[config] = got
         return got
 
+    def rule_temperatures(self, config: Config) -> tuple[float, ...]:
+        """The distinct temperatures of the active rules: for each stack of the
+        expansion that can consume a byte, the innermost rule with a
+        temperature (cached per configuration)."""
+        if not self.pda.has_temperature:
+            return ()
+        got = self._temperatures.get(config)
+        if got is None:
+            got = self.stack_temperatures(self.expansion(config)[0])
+            if len(self._temperatures) > MAX_CONFIG_CACHE:
+                self._temperatures.clear()
+            self._temperatures[config] = got
+        return got
+
+    def stack_temperatures(self, stacks) -> tuple[float, ...]:
+        """The distinct temperatures of ``stacks``' (stack ids of :attr:`Pda.stacks`) innermost
+        rules with one, sorted."""
+        pda = self.pda
+        options, rule_of = pda.options, pda.rule_of
+        top, below = pda.stacks.top, pda.stacks.below
+        temps = set()
+        for s in stacks:
+            while s != EMPTY:
+                opt = options[rule_of[top[s]]]
+                if opt is not None and opt.temperature is not None:
+                    temps.add(opt.temperature)
+                    break
+                s = below[s]
+        return tuple(sorted(temps))
+
     def step(self, config: Config, byte: int) -> Config | None:
         """The configuration after one byte, or None if rejected (pure, cached)."""
         key = (config, byte)
@@ -144,7 +176,7 @@ class ContextFreeGrammar(CompiledGrammar):
                 i += 1
         return state
 
-    def rejected_for_depth(self, state: Config, data: bytes) -> bool:
+    def rejected_for_depth(self, state: Config, data: bytes, *, token: bool = False) -> bool:
         for b in data:
             state = self.pda.step(self.pda.expand_tuple(state, max_depth=1 << 62), b)
             if not state:

@@ -14,6 +14,7 @@ from leapgen.automata.limits import time_limit
 from leapgen.automata.pda import DEFAULT_MAX_STACK_DEPTH, Pda
 from leapgen.automata.trie import trie_dfa
 from leapgen.compiler.compiled import DEFAULT_MASK_CACHE_BYTES, STRUCTURAL_TAG_KIND, CompiledGrammar, RegularGrammar
+from leapgen.compiler.compiled_budget import BudgetedGrammar
 from leapgen.compiler.compiled_cfg import EAGER_FRAMES, ContextFreeGrammar
 from leapgen.compiler.disk_cache import DiskCache
 from leapgen.compiler.service import CompileCache
@@ -702,13 +703,15 @@ class GrammarCompiler:
         Returns
         -------
         CompiledGrammar
-            A :class:`RegularGrammar` or a :class:`ContextFreeGrammar`; small
-            context-free grammars get every frame's tokens sorted now (see
+            A :class:`RegularGrammar`, a :class:`ContextFreeGrammar`, or a
+            :class:`~leapgen.compiler.compiled_budget.BudgetedGrammar` when rules
+            have token / character budgets; small context-free grammars get every frame's tokens sorted now (see
             :data:`~leapgen.compiler.compiled_cfg.EAGER_FRAMES`).
         """
         common = dict(kind=kind, warnings=tuple(warnings), mask_cache_bytes=self.mask_cache_bytes)
         if isinstance(automaton, Pda):
-            compiled: CompiledGrammar = ContextFreeGrammar(automaton, self.tokenizer_info, self.token_index, **common)
+            kind_of = BudgetedGrammar if automaton.has_budget else ContextFreeGrammar
+            compiled: CompiledGrammar = kind_of(automaton, self.tokenizer_info, self.token_index, **common)
             if int(automaton.has_bytes_flat.sum()) <= EAGER_FRAMES:
                 compiled.sort_all_frames()
             return compiled

@@ -590,7 +590,9 @@ class LLM:
         if req.logprobs is not None:  # after the mask, before temperature and top-p (sample() scales in place)
             scored = logits if params.greedy else logits.clone()
         try:
-            token = sample(logits, params, req.generator)
+            # a grammar rule's temperature (EBNF ``name[temperature=t]``) overrides the request's
+            token = sample(logits, params, req.generator,
+                           temperature=None if req.matcher is None else req.matcher.temperature)
         except ValueError:
             self._finish(req, FinishReason.ERROR, "the grammar admits no token here (dead end)")
             return

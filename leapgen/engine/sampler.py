@@ -24,7 +24,8 @@ def make_generator(seed: int | None) -> torch.Generator:
     return gen
 
 
-def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> int:
+def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator, *,
+           temperature: float | None = None) -> int:
     """Choose one token id.
 
     Parameters
@@ -36,6 +37,9 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
         temperature, top_k, top_p.
     generator : torch.Generator
         CPU generator; advanced by one draw when not greedy.
+    temperature : float, optional
+        This step's temperature instead of ``params.temperature`` (the grammar
+        rule's: :attr:`leapgen.GrammarMatcher.temperature`); 0 is greedy.
 
     Returns
     -------
@@ -55,12 +59,13 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
     shared) instead of overflowing to ``inf`` / ``nan``; the most likely
     token is always in the top-p nucleus.
     """
+    t = params.temperature if temperature is None else temperature
     best = torch.max(logits)
     if best == float("-inf"):
         raise ValueError("every token is masked")
-    if params.greedy:
+    if t == 0:
         return int(torch.argmax(logits))
-    scaled = (logits.double() - best).div_(params.temperature)  # <= 0 everywhere, 0 at the best
+    scaled = (logits.double() - best).div_(t)  # <= 0 everywhere, 0 at the best
     if params.top_k != -1 and params.top_k < scaled.numel():
         kth = torch.topk(scaled, params.top_k).values[-1]
         scaled.masked_fill_(scaled < kth, float("-inf"))

@@ -136,7 +136,8 @@ def inline_rules(rules: dict, root: str) -> ir.Node:
 
 
 def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = None) -> ir.Node | ir.Grammar:
-    """Inline every rule that is not recursive (nor in ``grammar.keep``, nor a rule of ``grammar.keyed``).
+    """Inline every rule that is not recursive (nor in ``grammar.keep``, nor a rule of ``grammar.keyed``,
+    nor with rule options: a matcher must see when those are active).
 
     Parameters
     ----------
@@ -147,7 +148,8 @@ def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = Non
     Returns
     -------
     ir.Node
-        When no recursion remains reachable from the root: one regular IR.
+        When no recursion (and no rule with options) remains reachable from
+        the root: one regular IR.
     ir.Grammar
         Otherwise: the root and the recursive rules it reaches, with all other
         references inlined.
@@ -166,11 +168,12 @@ def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = Non
             if r not in rules:
                 raise GrammarError(f"rule {name!r} refers to undefined rule {r!r}")
     keyed_rules = {name for obj in grammar.keyed for name in obj.rules}
-    recursive = _recursive_rules(graph) | ((set(grammar.keep) | keyed_rules) & rules.keys())
+    options = {k: v for k, v in grammar.options.items() if k in rules}
+    recursive = _recursive_rules(graph) | ((set(grammar.keep) | keyed_rules) & rules.keys()) | options.keys()
     inline = _inliner(rules, recursive)
 
     root_body = inline(rules[grammar.root])
-    if not ir.contains_ruleref(root_body):
+    if not ir.contains_ruleref(root_body) and grammar.root not in options:
         return root_body
     kept = {grammar.root: root_body}
     todo = sorted(rule_refs(root_body))
@@ -181,4 +184,5 @@ def simplify_grammar(grammar: ir.Grammar, refs: dict[str, set[str]] | None = Non
         kept[name] = inline(rules[name])
         todo.extend(sorted(rule_refs(kept[name]) - kept.keys()))
     keyed = tuple(obj for obj in grammar.keyed if obj.rule in kept)
-    return ir.Grammar(kept, grammar.root, frozenset(k for k in grammar.keep if k in kept), keyed)
+    return ir.Grammar(kept, grammar.root, frozenset(k for k in grammar.keep if k in kept), keyed,
+                      {k: v for k, v in options.items() if k in kept})

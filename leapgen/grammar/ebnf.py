@@ -16,6 +16,12 @@ Syntax
 - Character classes ``[a-z]``, ``[^"\\\\]``, over Unicode code points.
 - ``.`` is any character; ``( ... )`` groups; ``|`` alternation.
 - Quantifiers ``* + ?`` and ``{m}``, ``{m,}``, ``{m,n}``, ``{,n}``.
+- Rule options, xgrammar's, in brackets right after the name:
+  ``value[temperature=0.7, max_tokens=32, max_chars=128] ::= ...``
+  (:class:`~leapgen.grammar.ir.RuleOptions`): ``temperature`` a finite
+  number >= 0, ``max_tokens`` an int in [1, 1,000,000], ``max_chars`` an int
+  in [0, 2**31 - 1]. xgrammar's ``capture``, ``lazy`` and capture-suffix
+  options are refused, naming the option.
 
 Errors raise :class:`~leapgen.errors.GrammarError` with ``line:column`` and
 what was expected there.
@@ -69,6 +75,13 @@ def parse_ebnf(text: str, *, root_rule_name: str = "root") -> ir.Grammar:
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Supported rule options and their inclusive bounds (xgrammar's).
+_OPTION_LIMITS = {"temperature": (0.0, 1.7976931348623157e308), "max_tokens": (1, 1_000_000),
+                  "max_chars": (0, 2**31 - 1)}
+#: xgrammar's other rule options, refused by name.
+_UNSUPPORTED_OPTIONS = frozenset({"capture", "lazy", "suffix", "stop", "stop_capture", "capture_hidden_suffix_bytes",
+                                  "capture_hidden_stop_bytes", "capture_hidden_body_rule_id",
+                                  "capture_hidden_marker_rule_id"})
 
 
 class _Parser:
@@ -117,20 +130,48 @@ class _Parser:
         if not name:
             return False
         j = self.i + len(name)
+        if j < len(self.s) and self.s[j] == "[":
+            j = self.options_end(j)
+            if j < 0:
+                return False
         while j < len(self.s) and self.s[j] in " \t":
             j += 1
         return self.s.startswith("::=", j)
+
+    def options_end(self, j: int) -> int:
+        """The index after the ``]`` closing the option list opened at ``j`` (quotes
+        skipped, same line), or -1."""
+        quote = None
+        j += 1
+        while j < len(self.s) and self.s[j] != "\n":
+            c = self.s[j]
+            if quote:
+                if c == "\\":
+                    j += 1
+                elif c == quote:
+                    quote = None
+            elif c in "\"'":
+                quote = c
+            elif c == "]":
+                return j + 1
+            j += 1
+        return -1
 
     # -- grammar ----------------------------------------------------------------------------------
 
     def parse(self, root: str) -> ir.Grammar:
         rules: dict[str, ir.Node] = {}
+        options: dict[str, ir.RuleOptions] = {}
         while self.peek():
             start = self.i
             name = self.name_at(self.i)
             if not name:
                 raise self.error(f"expected a rule name, found {self.s[self.i]!r}")
             self.i += len(name)
+            if self.i < len(self.s) and self.s[self.i] == "[":
+                opts = self.rule_options(name)
+                if opts != ir.RuleOptions():
+                    options[name] = opts
             self.skip_space()
             if not self.s.startswith("::=", self.i):
                 raise self.error(f"expected '::=' after rule name {name!r}")
@@ -145,7 +186,61 @@ class _Parser:
                 raise self.error(f"rule {ref!r} is not defined", pos)
         if root not in rules:
             raise GrammarError(f"the grammar has no root rule {root!r}")
-        return ir.Grammar(rules, root)
+        return ir.Grammar(rules, root, options=options)
+
+    def rule_options(self, rule: str) -> ir.RuleOptions:
+        """Parse ``[name=value, ...]`` after a rule name (``self.i`` at the ``[``)."""
+        start = self.i
+        end = self.options_end(self.i)
+        if end < 0:
+            raise self.error(f"the option list of rule {rule!r} has no closing ']' on its line", start)
+        seen: dict[str, object] = {}
+        for item_start, item in self.option_items(start + 1, end - 1):
+            key, eq, value = (part.strip() for part in item.partition("="))
+            if not key:
+                raise self.error(f"rule {rule!r}: empty option", item_start)
+            if key in seen:
+                raise self.error(f"rule {rule!r}: option {key!r} is given twice", item_start)
+            if key in _UNSUPPORTED_OPTIONS:
+                raise self.error(f"rule {rule!r}: the rule option {key!r} is not supported by leapgen "
+                                 f"(supported: {', '.join(_OPTION_LIMITS)})", item_start)
+            if key not in _OPTION_LIMITS:
+                raise self.error(f"rule {rule!r}: unknown rule option {key!r}; expected one of "
+                                 f"{', '.join(_OPTION_LIMITS)}", item_start)
+            if not eq or not value:
+                raise self.error(f"rule {rule!r}: option {key!r} needs a value ({key}=...)", item_start)
+            seen[key] = self.option_value(rule, key, value, item_start)
+        self.i = end
+        return ir.RuleOptions(**seen)
+
+    def option_items(self, lo: int, hi: int):
+        """(offset, text) of each comma-separated item in ``s[lo:hi]`` (quotes respected)."""
+        items, quote, begin = [], None, lo
+        for j in range(lo, hi):
+            c = self.s[j]
+            if quote:
+                quote = None if c == quote else quote
+            elif c in "\"'":
+                quote = c
+            elif c == ",":
+                items.append((begin, self.s[begin:j]))
+                begin = j + 1
+        items.append((begin, self.s[begin:hi]))
+        return [(b + len(t) - len(t.lstrip()), t) for b, t in items]
+
+    def option_value(self, rule: str, key: str, text: str, pos: int):
+        lo, hi = _OPTION_LIMITS[key]
+        if key == "temperature":
+            try:
+                value = float(text)
+            except ValueError:
+                value = float("nan")
+            if not (lo <= value <= hi):  # also refuses nan and inf
+                raise self.error(f"rule {rule!r}: temperature must be a finite number >= 0, got {text!r}", pos)
+            return value
+        if not re.fullmatch(r"[0-9]+", text) or not lo <= int(text) <= hi:
+            raise self.error(f"rule {rule!r}: {key} must be an integer in [{lo}, {hi}], got {text!r}", pos)
+        return int(text)
 
     def alternation(self) -> ir.Node:
         alts = [self.sequence()]

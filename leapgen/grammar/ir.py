@@ -441,6 +441,39 @@ def contains_ruleref(node: Node) -> bool:
     return any(isinstance(n, RuleRef) for n in iter_nodes(node))
 
 
+@dataclass(frozen=True, slots=True)
+class RuleOptions:
+    """Options of one rule (EBNF ``name[temperature=0.7, max_tokens=32] ::= ...``).
+
+    Attributes
+    ----------
+    temperature : float or None
+        The sampling temperature while the rule is active (an inner rule's
+        overrides an outer one's); finite, >= 0.
+    max_tokens : int or None
+        Token budget of each occurrence (>= 1): once spent, the occurrence
+        ends at the first token boundary where it can.
+    max_chars : int or None
+        Character (code point) budget of each occurrence (>= 0): once spent,
+        the occurrence ends at the first character boundary where it can.
+    """
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    max_chars: int | None = None
+
+    @property
+    def has_budget(self) -> bool:
+        """Whether the rule has a token or character budget."""
+        return self.max_tokens is not None or self.max_chars is not None
+
+    def to_text(self) -> str:
+        """The options as EBNF writes them (``"temperature=0.7, max_tokens=32"``)."""
+        parts = [f"{k}={v!r}" for k in ("temperature", "max_tokens", "max_chars")
+                 if (v := getattr(self, k)) is not None]
+        return ", ".join(parts)
+
+
 @dataclass(frozen=True)
 class KeyedObject:
     """A JSON object whose members are rules called one at a time, each key at most once.
@@ -514,12 +547,17 @@ class Grammar:
         inlining would copy them).
     keyed : tuple of KeyedObject
         Objects whose keys are matcher state; their rules are kept too.
+    options : dict of str to RuleOptions
+        Rule options (temperature, budgets); such rules are kept as rules too,
+        so a matcher sees when they are active. Not mutated after construction.
     """
 
     rules: dict
     root: str
     keep: frozenset = frozenset()
     keyed: tuple = ()
+    options: dict = field(default_factory=dict)
 
     def __hash__(self) -> int:
-        return hash((self.root, tuple(self.rules.items()), self.keep, self.keyed))
+        return hash((self.root, tuple(self.rules.items()), self.keep, self.keyed,
+                     tuple(sorted(self.options.items()))))

@@ -9,6 +9,7 @@ The verbs are xgrammar's, so engines can swap leapgen in:
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Iterable
 
 import numpy as np
@@ -88,6 +89,7 @@ class GrammarMatcher:
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise TypeError(f"GrammarMatcher needs a CompiledGrammar, got {type(compiled_grammar).__name__}")
         self.default_temperature = _check_temperature(default_temperature, "default_temperature")
+        self._warned_temperature = False
         self.compiled_grammar = compiled_grammar
         info = compiled_grammar.tokenizer_info
         self._vocab_size = info.vocab_size
@@ -143,9 +145,13 @@ class GrammarMatcher:
         outer one's; where parse paths disagree, their maximum, with a warning
         once per grammar), else :attr:`default_temperature`, else None. Pure."""
         if not self._terminated:
-            t = self.compiled_grammar.rule_temperature(self._state)
-            if t is not None:
-                return t
+            temps = self.compiled_grammar.rule_temperatures(self._state)
+            if len(temps) > 1 and not self._warned_temperature:
+                self._warned_temperature = True
+                warnings.warn(f"parse paths of this grammar set different temperatures {list(temps)} here; using "
+                              f"the maximum, {temps[-1]} (warned once per matcher)", stacklevel=2)
+            if temps:
+                return temps[-1]
         return self.default_temperature
 
     def fork(self) -> "GrammarMatcher":
@@ -238,11 +244,11 @@ class GrammarMatcher:
 
     # -- accepting ----------------------------------------------------------------------------
 
-    def _walk(self, data: bytes):
-        """The state after ``data``, or None if rejected."""
+    def _walk(self, data: bytes, token: bool):
+        """The state after ``data`` (a token or a string), or None if rejected."""
         t = self._trans
         if t is None:
-            return self.compiled_grammar.walk(self._state, data)
+            return self.compiled_grammar.advance(self._state, data, token=token)
         s = self._state
         for b in data:
             s = t[(s << 8) | b]
@@ -256,6 +262,8 @@ class GrammarMatcher:
             del self._history[0]
         self._state = new_state
         self._terminated = terminated
+        if self._trans is None:
+            self.compiled_grammar.accepted(new_state)
 
     def accept_token(self, token_id: int) -> bool:
         """Advance by one token if the grammar allows it.
@@ -297,9 +305,9 @@ class GrammarMatcher:
                 return False  # special or padding token
         elif self._literals and TOKEN_LEAD in data:
             return False  # could start a token literal's path: no grammar text holds this byte
-        s = self._walk(data)
+        s = self._walk(data, True)
         if s is None:
-            self._refuse_depth(data)
+            self._refuse_depth(data, True)
             return False
         self._push(s, False)
         return True
@@ -328,17 +336,17 @@ class GrammarMatcher:
             return False  # a lone surrogate has no UTF-8 form: no grammar text can hold it
         if self._literals and TOKEN_LEAD in data:
             return False  # text never holds a token literal's lead byte
-        s = self._walk(data)
+        s = self._walk(data, False)
         if s is None:
-            self._refuse_depth(data)
+            self._refuse_depth(data, False)
             return False
         self._push(s, False)
         return True
 
-    def _refuse_depth(self, data: bytes) -> None:
+    def _refuse_depth(self, data: bytes, token: bool) -> None:
         """Raise :class:`StackDepthError` when ``data`` was rejected only for the stack depth bound."""
         compiled = self.compiled_grammar
-        if not compiled.is_regular and compiled.rejected_for_depth(self._state, data):
+        if not compiled.is_regular and compiled.rejected_for_depth(self._state, data, token=token):
             raise StackDepthError(f"this input nests deeper than max_stack_depth={compiled.pda.max_stack_depth}; "
                                   "compile with a larger GrammarCompiler(max_stack_depth=...)")
 

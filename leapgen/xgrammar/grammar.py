@@ -116,7 +116,8 @@ class Grammar:
     def __str__(self) -> str:
         from leapgen.grammar.gbnf_print import to_gbnf
 
-        return to_gbnf(self._ir).rstrip("\n")
+        options = self._ir.options if isinstance(self._ir, ir.Grammar) else {}
+        return to_gbnf(self._ir, rule_options={n: o.to_text() for n, o in options.items()}).rstrip("\n")
 
     def __repr__(self) -> str:
         return f"Grammar(source={self._source[0]!r})"
@@ -233,6 +234,7 @@ class Grammar:
             return Grammar._make(op(*(g._ir for g in grammars)), ("ir",))
         rules: dict[str, ir.Node] = {}
         keep: set[str] = set()
+        options: dict[str, ir.RuleOptions] = {}
         roots = []
         for k, g in enumerate(grammars):
             if isinstance(g._ir, ir.Grammar):
@@ -240,6 +242,7 @@ class Grammar:
                 for n, body in g._ir.rules.items():
                     rules[names[n]] = rename_rules(body, names)
                 keep.update(names[n] for n in g._ir.keep)
+                options.update((names[n], o) for n, o in g._ir.options.items())
                 roots.append(ir.RuleRef(names[g._ir.root]))
             else:
                 roots.append(g._ir)
@@ -247,7 +250,7 @@ class Grammar:
         while root in rules:
             root = "_" + root
         rules[root] = op(*roots)
-        return Grammar._make(ir.Grammar(rules, root, frozenset(keep)), ("ir",),
+        return Grammar._make(ir.Grammar(rules, root, frozenset(keep), options=options), ("ir",),
                              [w for g in grammars for w in g._warnings])
 
     # -- serialization ------------------------------------------------------------------------------

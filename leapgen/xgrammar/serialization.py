@@ -7,7 +7,8 @@ Grammar IR, DFAs and pushdown automata as JSON documents, never pickle:
   entries (shared subterms are written once, so a DAG stays its size);
 - a DFA is its transition table (int32, little-endian) and accepting flags,
   zlib-compressed and base64-encoded;
-- a pushdown automaton is its rule names and one DFA per rule.
+- a pushdown automaton is its rule names, one DFA per rule and the rules'
+  options (temperature, budgets).
 
 Every document carries ``"__VERSION__"`` (:data:`SERIALIZATION_VERSION`);
 reading one of another version raises
@@ -125,10 +126,36 @@ def dfa_from_json(obj, what: str = "DFA") -> Dfa:
     return Dfa(trans, accepting.astype(bool), start)
 
 
+def options_to_json(options: dict) -> dict:
+    """Rule options (:class:`~leapgen.grammar.ir.RuleOptions`) by rule name, as JSON."""
+    return {name: {k: getattr(o, k) for k in ("temperature", "max_tokens", "max_chars") if getattr(o, k) is not None}
+            for name, o in options.items()}
+
+
+def options_from_json(obj, names) -> dict:
+    """The inverse of :func:`options_to_json`, each value checked as the EBNF parser checks it."""
+    if not isinstance(obj, dict):
+        raise DeserializeFormatError("rule options must be a JSON object")
+    out = {}
+    for name, o in obj.items():
+        if name not in names or not isinstance(o, dict) or not set(o) <= {"temperature", "max_tokens", "max_chars"}:
+            raise DeserializeFormatError(f"bad options of rule {name!r}")
+        t, mt, mc = o.get("temperature"), o.get("max_tokens"), o.get("max_chars")
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf")):
+            raise DeserializeFormatError(f"rule {name!r}: temperature must be a finite number >= 0")
+        if mt is not None and (type(mt) is not int or not 1 <= mt <= 1_000_000):
+            raise DeserializeFormatError(f"rule {name!r}: max_tokens must be an int in [1, 1000000]")
+        if mc is not None and (type(mc) is not int or not 0 <= mc <= _MAX_INT):
+            raise DeserializeFormatError(f"rule {name!r}: max_chars must be an int in [0, {_MAX_INT}]")
+        out[name] = ir.RuleOptions(None if t is None else float(t), mt, mc)
+    return out
+
+
 def pda_to_json(pda: Pda) -> dict:
-    """A pushdown automaton as a JSON object: its rule names and rule DFAs."""
+    """A pushdown automaton as a JSON object: its rule names, rule DFAs and rule options."""
+    options = {n: o for n, o in zip(pda.names, pda.options) if o is not None}
     return {"names": list(pda.names), "max_stack_depth": int(pda.max_stack_depth),
-            "dfas": [dfa_to_json(d) for d in pda.dfas]}
+            "dfas": [dfa_to_json(d) for d in pda.dfas], "options": options_to_json(options)}
 
 
 def pda_from_json(obj) -> Pda:
@@ -142,8 +169,9 @@ def pda_from_json(obj) -> Pda:
     dfas = field(obj, "dfas", list, "pushdown automaton")
     rules = [dfa_from_json(d, f"DFA of rule {names[i]!r}" if i < len(names) else "DFA")
              for i, d in enumerate(dfas)]
+    options = options_from_json(obj.get("options", {}), set(names))
     try:
-        return Pda.from_rule_dfas(names, rules, max_stack_depth=max(1, depth))
+        return Pda.from_rule_dfas(names, rules, max_stack_depth=max(1, depth), options=options)
     except GrammarError as e:
         raise DeserializeFormatError(f"the serialized pushdown automaton is not valid: {e}") from None
 
@@ -261,7 +289,7 @@ def ir_to_json(grammar: ir.Node | ir.Grammar) -> dict:
         names = list(grammar.rules)
         table, ids = nodes_to_json([grammar.rules[n] for n in names])
         return {"nodes": table, "rules": dict(zip(names, ids)), "root_rule": grammar.root,
-                "keep": sorted(grammar.keep)}
+                "keep": sorted(grammar.keep), "options": options_to_json(grammar.options)}
     table, (root,) = nodes_to_json([grammar])
     return {"nodes": table, "root": root}
 
@@ -293,7 +321,8 @@ def ir_from_json(obj) -> ir.Node | ir.Grammar:
         raise DeserializeFormatError(f"serialized grammar IR: undefined rules {sorted(missing)}")
     if not all(isinstance(k, str) and k in out for k in keep):
         raise DeserializeFormatError("serialized grammar IR: 'keep' must name rules")
-    return ir.Grammar(out, root_rule, frozenset(keep))
+    return ir.Grammar(out, root_rule, frozenset(keep),
+                      options=options_from_json(obj.get("options", {}), out.keys()))
 
 
 def to_text(doc: dict, kind: str) -> str:
