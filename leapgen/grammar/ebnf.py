@@ -22,6 +22,8 @@ Syntax
   number >= 0, ``max_tokens`` an int in [1, 1,000,000], ``max_chars`` an int
   in [0, 2**31 - 1]. xgrammar's ``capture``, ``lazy`` and capture-suffix
   options are refused, naming the option.
+- Refused with a clear error: xgrammar's lookahead assertions ``(= ...)`` and
+  macros (``TagDispatch(...)``, ``Regex(...)``...).
 
 Errors raise :class:`~leapgen.errors.GrammarError` with ``line:column`` and
 what was expected there.
@@ -78,6 +80,8 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 #: Supported rule options and their inclusive bounds (xgrammar's).
 _OPTION_LIMITS = {"temperature": (0.0, 1.7976931348623157e308), "max_tokens": (1, 1_000_000),
                   "max_chars": (0, 2**31 - 1)}
+#: xgrammar's EBNF macros (``Name(...)``), refused by name.
+_XGRAMMAR_MACROS = frozenset({"Regex", "Substring", "TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch"})
 #: xgrammar's other rule options, refused by name.
 _UNSUPPORTED_OPTIONS = frozenset({"capture", "lazy", "suffix", "stop", "stop_capture", "capture_hidden_suffix_bytes",
                                   "capture_hidden_stop_bytes", "capture_hidden_body_rule_id",
@@ -268,6 +272,12 @@ class _Parser:
             self.i += 1
             return ir.ANY_CHAR
         if c == "(":
+            j = self.i + 1
+            while j < len(self.s) and self.s[j] in " \t\r\n":
+                j += 1
+            if self.s.startswith("=", j):
+                raise self.error("lookahead assertions '(= ...)' (xgrammar's EBNF extension) are not supported by "
+                                 "leapgen; remove it", start)
             if self.depth >= MAX_GROUP_DEPTH:
                 raise self.error(f"groups nest deeper than {MAX_GROUP_DEPTH} levels", start)
             self.i += 1
@@ -280,6 +290,8 @@ class _Parser:
             return body
         name = self.name_at(self.i)
         if name:
+            if name in _XGRAMMAR_MACROS and self.s.startswith("(", self.i + len(name)):
+                raise self.error(f"xgrammar's EBNF macro {name}(...) is not supported by leapgen", start)
             self.i += len(name)
             self.refs.append((name, start))
             return ir.RuleRef(name)

@@ -106,21 +106,18 @@ def decode_token_strings(encoded_vocab: Sequence[bytes | str | None], vocab_type
         vtype = VocabType(vocab_type.lower() if isinstance(vocab_type, str) else vocab_type)
     except ValueError:
         raise TokenizerError(f"unknown vocab_type {vocab_type!r}") from None
-    out: list[bytes] = []
+    strs = []
     for tok in encoded_vocab:
         if isinstance(tok, (bytes, bytearray, memoryview)):
             tok = bytes(tok)
             if vtype is not VocabType.RAW:
                 tok = tok.decode("utf-8", errors="replace")
-        if tok is None or not isinstance(tok, (bytes, str)):
-            out.append(b"")
-        elif vtype is VocabType.RAW:
-            out.append(tok if isinstance(tok, bytes) else tok.encode("utf-8", errors="surrogatepass"))
-        elif vtype is VocabType.BYTE_LEVEL:
-            out.extend(_decode_byte_level([tok]))
-        else:
-            out.extend(_decode_byte_fallback([tok]))
-    return out
+        elif isinstance(tok, str) and vtype is VocabType.RAW:
+            tok = tok.encode("utf-8", errors="surrogatepass")
+        strs.append(tok if isinstance(tok, (bytes, str)) else "")
+    if vtype is VocabType.RAW:
+        return strs
+    return _decode_byte_level(strs) if vtype is VocabType.BYTE_LEVEL else _decode_byte_fallback(strs)
 
 
 def _check_ids(ids: Iterable[int] | None, vocab_size: int, what: str) -> list[int]:

@@ -1,4 +1,4 @@
-"""An xgrammar-compatible surface: ``import leapgen.xgrammar as xgr``.
+r"""An xgrammar-compatible surface: ``import leapgen.xgrammar as xgr``.
 
 Code written against xgrammar 0.2 (the xgrammar backends of vLLM and SGLang,
 for instance) runs on leapgen with the import changed: the same nouns
@@ -23,53 +23,64 @@ files.
 
 Differences from xgrammar
 -------------------------
-Kept on purpose; each is found by the differential tests against the installed
-xgrammar (``tests/xgrammar/``) and discounted there by its name.
+Kept on purpose; each row is shown against the installed xgrammar by
+``tests/xgrammar/test_differences.py`` (one test per row, named after it), and
+the differential suites discount nothing else.
 
-===================  ===============================================  ===============================================
-name                 xgrammar                                         leapgen.xgrammar
-===================  ===============================================  ===============================================
-special              ``from_huggingface`` finds no special tokens:    A tokenizer's special / control tokens never
-                     control tokens (``<|im_start|>``, Llama-3's      match text (masked off everywhere except as
-                     reserved ids) match their spelling as text.      stop tokens); ``special_token_ids`` lists them.
-pattern              JSON Schema ``pattern`` must match the whole     ``pattern`` is a search, as the JSON Schema
-                     string.                                          specification says (anchor it with ``^...$``).
-prefixItems          An array with ``prefixItems`` and no             The specification's meaning: ``items`` decides
-                     ``items`` has exactly that many items.           what may follow (strict mode: nothing, as
-                                                                      xgrammar; ``strict_mode=False``: any items).
-escapes              A string with ``minLength`` / ``maxLength``      Valid JSON strings only: escapes allowed, raw
-                     allows raw control characters and forbids        control characters not (xgrammar's bug).
-                     escapes.
-numbers              Bounded numbers (``minimum``...) forbid ``-0``   Every valid instance is allowed (``-0``,
-                     and exponents; integers forbid ``-0``.           exponents).
-left-recursion       Left-recursive EBNF is accepted (Earley).        Refused with a GrammarError naming the rule
-                                                                      (rewrite it with repetition).
-lookahead            EBNF lookahead ``(= ...)`` is a hint; regex      Regex lookahead at the top level is compiled
-                     lookahead is refused.                            exactly (intersection / difference); EBNF
-                                                                      lookahead is a syntax error.
-self                 Its builtin JSON mask forbids some tokens its    The mask is exact (every token a matcher
-                     own matcher accepts after nested values          accepts is allowed).
-                     (``}]`` after ``[{"m":"x"``).
-padding              An all-true row also sets the bits of ids past   Ids past ``vocab_size`` are never set.
-                     ``vocab_size`` in its last word.
-lark                 ``from_lark`` / ``compile_lark``.                Refused with a GrammarError (no Lark front-end).
-any_order            ``any_order=True`` lets object properties come   Refused with a GrammarError.
-                     in any order.
-structural-tag       ``from_structural_tag`` / ``compile_structural_  Raise a GrammarError until leapgen's structural
-                     tag``.                                           tag compiler (issue 17) is wired in
-                                                                      (:func:`~leapgen.xgrammar.grammar.structural_tag_grammar`).
-rule-options         EBNF rule options ``capture``, ``lazy`` and the  Refused at parse time, naming the option;
-                     capture-suffix options; ``get_captures``.        ``get_captures`` returns ``[]``.
-bad-ids              Stop ids outside the vocabulary are kept;        Refused (TokenizerError, a RuntimeError);
-                     ``rollback(-1)`` does nothing.                   ``rollback(-1)`` raises RuntimeError.
-str                  ``str(grammar)`` is xgrammar's normalized EBNF.  GBNF of leapgen's IR (another text for the same
-                                                                      language); intersections / differences print as
-                                                                      ``&`` / ``-``, which ``from_ebnf`` refuses.
-tokenizers           ``from_huggingface`` also reads tiktoken and     Fast (``tokenizer.json``) tokenizers only; build
-                     SentencePiece (slow) tokenizers.                 others with the constructor.
-bitmask-device       ``fill_next_token_bitmask`` needs a CPU          A CUDA bitmask is filled by a host-to-device
-                     bitmask.                                         copy.
-===================  ===============================================  ===============================================
+================  ==============================================  ==============================================
+row               xgrammar 0.2                                    leapgen.xgrammar
+================  ==============================================  ==============================================
+special           ``from_huggingface`` finds no special tokens:   A tokenizer's special / control tokens never
+                  control tokens (``<|im_start|>``, reserved      match text (only as stop tokens);
+                  ids) match their spelling as text.              ``special_token_ids`` lists them.
+pattern           JSON Schema ``pattern`` must match the whole    ``pattern`` is a search, as the specification
+                  string.                                         says (anchor it: ``^...$``).
+escapes           A string with ``minLength`` / ``maxLength``     Valid JSON strings only: escapes allowed, raw
+                  allows raw control characters, no escapes.      control characters not.
+unicode-escapes   Any ``\uXXXX`` escape, lone surrogates too.    Surrogate escapes only in valid pairs (a lone
+                                                                  one is no Unicode scalar value).
+numbers           Integers forbid ``-0``; bounded numbers also    Every valid instance is allowed.
+                  forbid exponents.
+ignored-keywords  Ignores keywords it does not enforce            Enforces each keyword it reads (``not``...)
+                  (``not``...) and unknown formats.               and refuses what it cannot enforce, with its
+                                                                  JSON pointer (unknown formats, strict mode).
+unsatisfiable     Compiles schemas no value satisfies             Refuses them (SchemaError naming where).
+                  (``{"anyOf": []}``, contradictory ``allOf``).
+left-recursion    Left-recursive EBNF works (Earley parser).      Refused, naming the rule (use repetition).
+lookahead         Regex lookahead refused; EBNF rule lookahead    Top-level regex lookahead compiled exactly
+                  ``(= ...)`` accepted.                           (intersection / difference); EBNF ``(= ...)``
+                                                                  refused with a clear error.
+regex-dialect     Refuses ``a{,3}`` and ``[]``; accepts           ECMA-262: a ``{`` that starts no quantifier is
+                  ``$`` before the end and counts above 10,000.   a literal, ``[]`` is empty; anchors only at
+                                                                  the ends, counts up to 10,000.
+ebnf-dialect      Refuses empty alternatives, ``'single'``        Accepts them (GBNF as llama.cpp reads it);
+                  quotes, ``x{,n}``, ``"a"++``; has macros        its macros (``TagDispatch(...)``,
+                  (``TagDispatch``, ``Regex``, ``Token``...).     ``Regex(...)``...) are refused by name.
+self              Its builtin JSON mask forbids tokens its own    The mask is exact (every token the matcher
+                  matcher accepts (``}]`` after ``[{"m":"x"``).   accepts is allowed).
+padding           An all-true row also sets the bits past         Bits past ``vocab_size`` are never set.
+                  ``vocab_size`` in its last word.
+lark              ``from_lark`` / ``compile_lark``.               Refused (GrammarError): no Lark front-end.
+any-order         ``any_order=True``.                             Refused (GrammarError).
+structural-tag    ``from_structural_tag`` /                       GrammarError until leapgen's structural-tag
+                  ``compile_structural_tag``.                     compiler (issue 17) is wired into
+                                                                  :func:`~leapgen.xgrammar.grammar.structural_tag_grammar`.
+rule-options      EBNF ``capture``, ``lazy``, capture-suffix      Refused, naming the option (``get_captures``
+                  options; ``max_tokens=0`` means no budget.      returns ``[]``); ``max_tokens`` must be >= 1.
+zero-budget       Jump-forward ignores a ``max_chars=0`` rule     Jump-forward goes on past it (the rule can only
+                  the forced text enters (stops at it).           be empty there).
+bad-ids           Stop ids outside the vocabulary are kept;       Refused (TokenizerError, a RuntimeError);
+                  ``rollback(-1)`` does nothing.                  ``rollback(-1)`` raises RuntimeError.
+str               ``str(grammar)``: its normalized EBNF.          GBNF of leapgen's IR (another text of the same
+                                                                  language); intersections / differences print
+                                                                  as ``&`` / ``-``, which ``from_ebnf`` refuses.
+tokenizers        ``from_huggingface`` also reads tiktoken and    Fast (``tokenizer.json``) tokenizers only;
+                  slow SentencePiece tokenizers.                  build others with the constructor.
+bitmask-device    ``fill_next_token_bitmask`` needs a CPU         A CUDA bitmask is filled by one host-to-device
+                  bitmask.                                        copy.
+missing           ``xgrammar.testing``, ``contrib``, ``kernels``,  Not provided (AttributeError / ImportError).
+                  the builtin structural-tag helpers.
+================  ==============================================  ==============================================
 """
 
 from leapgen.errors import DeserializeFormatError, DeserializeVersionError, InvalidJSONError

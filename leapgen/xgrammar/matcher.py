@@ -242,8 +242,45 @@ class GrammarMatcher:
 
     def find_jump_forward_string(self) -> str:
         """The longest text the grammar forces from here (whole characters only;
-        stops where the grammar may end). Does not mutate."""
+        stops where the grammar may end). Does not mutate.
+
+        Raises
+        ------
+        RuntimeError
+            The matcher has accepted its stop token (as in xgrammar).
+        """
+        if self._m.is_terminated():
+            raise RuntimeError("GrammarMatcher has terminated after accepting the stop token, but is trying to "
+                               "get the jump forward string")
         return self._m.find_jump_forward_string()
+
+    def find_jump_forward_tokens(self) -> list[int]:
+        """Token ids covering the forced continuation (xgrammar's contract): at each
+        position the longest ordinary token (not special, not a stop token)
+        matching the forced bytes, until none does; the last one is left out when
+        it is a strict prefix of a longer ordinary token (the model could still
+        merge across it). Empty after termination. Does not mutate; accept the
+        ids with :meth:`accept_token` (this tokenization may differ from the
+        tokenizer's)."""
+        if self._m.is_terminated():
+            return []
+        data = self._m.find_jump_forward_bytes()
+        if not data:
+            return []
+        lookup, longest, is_strict_prefix = self._compiled.tokenizer_info._jump_tables()
+        out, i = [], 0
+        while i < len(data):
+            for size in range(min(longest, len(data) - i), 0, -1):
+                t = lookup.get(data[i:i + size])
+                if t is not None:
+                    out.append(t)
+                    i += size
+                    break
+            else:
+                break
+        if out and is_strict_prefix(self._compiled.tokenizer_info.native.token_bytes[out[-1]]):
+            out.pop()
+        return out
 
     # -- state -----------------------------------------------------------------------------------
 

@@ -129,7 +129,7 @@ class TokenizerInfo:
                                            vocab_type.native, vocab_size=vocab_size, stop_token_ids=stop,
                                            special_token_ids=special, add_prefix_space=add_prefix_space)
         self._lock = threading.Lock()
-        self._index = self._bind_compiler = None
+        self._index = self._bind_compiler = self._jump = None
 
     @classmethod
     def _create(cls, encoded, vocab_type, vocab_size, stop, add_prefix_space, special) -> "TokenizerInfo":
@@ -325,6 +325,27 @@ class TokenizerInfo:
 
                 self._index = TokenIndex(self._native)
             return self._index
+
+    def _jump_tables(self):
+        """(bytes -> smallest id of an ordinary token, the longest token's length,
+        ``is_strict_prefix(data)``: whether a longer ordinary token starts with
+        ``data``), built once, for :meth:`GrammarMatcher.find_jump_forward_tokens`."""
+        with self._lock:
+            if self._jump is None:
+                import bisect
+
+                lookup: dict[bytes, int] = {}
+                for i, b in enumerate(self._native.token_bytes):
+                    if b and b not in lookup:
+                        lookup[b] = i
+                ordered = sorted(lookup)
+
+                def is_strict_prefix(data: bytes) -> bool:
+                    k = bisect.bisect_right(ordered, data)
+                    return k < len(ordered) and ordered[k].startswith(data)
+
+                self._jump = (lookup, max(map(len, ordered), default=0), is_strict_prefix)
+            return self._jump
 
     def _binder(self):
         """A :class:`leapgen.GrammarCompiler` that keeps nothing, for binding

@@ -1,0 +1,136 @@
+"""Helpers shared by the ``leapgen.xgrammar`` suites.
+
+- :func:`allowed`: the token ids a bitmask row allows;
+- :func:`matcher_for`: a matcher over a small raw vocabulary;
+- :class:`Pair`: the same vocabulary in ``xgrammar`` and ``leapgen.xgrammar``,
+  and :meth:`Pair.compare_walk`, which walks both matchers along a token
+  sequence comparing masks, verdicts, completion and jump-forward strings.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+
+def allowed(bitmask, vocab_size: int, row: int = 0) -> np.ndarray:
+    """Token ids whose bit is set in ``bitmask[row]`` (below ``vocab_size``)."""
+    words = np.ascontiguousarray(np.asarray(bitmask[row]), dtype=np.int32)
+    return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:vocab_size])
+
+
+def mask_of(xgr, matcher, vocab_size: int) -> list[int]:
+    """The ids a fresh one-row bitmask allows after ``matcher.fill_next_token_bitmask``."""
+    bitmask = xgr.allocate_token_bitmask(1, vocab_size)
+    matcher.fill_next_token_bitmask(bitmask)
+    return allowed(bitmask, vocab_size).tolist()
+
+
+def matcher_for(xgr, grammar, vocab, **matcher_kwargs):
+    """A matcher of ``grammar`` (GBNF text, or a Grammar) over raw ``vocab``."""
+    info = xgr.TokenizerInfo(vocab)
+    compiled = xgr.GrammarCompiler(info, max_threads=1).compile_grammar(grammar)
+    return xgr.GrammarMatcher(compiled, **matcher_kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def pair(family: str) -> "Pair":
+    """The :class:`Pair` of a tokenizer family, cached (skips when its files are missing)."""
+    return Pair(family)
+
+
+class Pair:
+    """One vocabulary in both modules, with compilers.
+
+    Families: ``"llama3"`` and ``"qwen"`` through ``from_huggingface``,
+    ``"mistral"`` through the constructor over its SentencePiece pieces (as
+    vLLM builds a Mistral vocabulary: byte fallback, EOS, ``add_prefix_space``).
+    """
+
+    def __init__(self, family: str):
+        import xgrammar as X
+
+        import leapgen.xgrammar as L
+        from vocab_loaders import load_encoder, load_hf_tokenizer, package_dir, read_sentencepiece_model
+
+        self.family = family
+        self.encode = load_encoder(family)
+        if family == "mistral":
+            pieces, _ = read_sentencepiece_model(package_dir("mistral") / "data" / "tokenizer.model.v1")
+            self.decode = lambda ids: "".join(pieces[i] for i in ids).replace("\u2581", " ")
+            self.x_info = X.TokenizerInfo(pieces, X.VocabType.BYTE_FALLBACK, stop_token_ids=[2], add_prefix_space=True)
+            self.l_info = L.TokenizerInfo(pieces, L.VocabType.BYTE_FALLBACK, stop_token_ids=[2], add_prefix_space=True)
+        else:
+            tok = load_hf_tokenizer(family)
+            self.decode = tok.decode
+            self.x_info = X.TokenizerInfo.from_huggingface(tok)
+            self.l_info = L.TokenizerInfo.from_huggingface(tok)
+        self.X, self.L = X, L
+        self.vocab_size = self.l_info.vocab_size
+        #: leapgen's special ids: never allowed by leapgen, text for xgrammar ("special" row of the table).
+        self.special = np.zeros(self.vocab_size, bool)
+        self.special[self.l_info.special_token_ids] = True
+        self.x_compiler = X.GrammarCompiler(self.x_info, max_threads=2)
+        self.l_compiler = L.GrammarCompiler(self.l_info)
+
+    def compile(self, kind: str, source, **options):
+        """``(xgrammar's, leapgen's)`` compiled grammar of ``kind``
+        (``"ebnf"``, ``"regex"``, ``"json_schema"``, ``"builtin_json"``)."""
+        out = []
+        for c in (self.x_compiler, self.l_compiler):
+            if kind == "ebnf":
+                out.append(c.compile_grammar(source, **options))
+            elif kind == "regex":
+                out.append(c.compile_regex(source))
+            elif kind == "json_schema":
+                out.append(c.compile_json_schema(source, **options))
+            else:
+                out.append(c.compile_builtin_json_grammar())
+        return tuple(out)
+
+    def _mask(self, mod, matcher) -> np.ndarray:
+        bitmask = mod.allocate_token_bitmask(1, self.vocab_size)
+        matcher.fill_next_token_bitmask(bitmask)
+        return allowed(bitmask, self.vocab_size)
+
+    def compare_walk(self, compiled: tuple, token_ids: list[int], *, probes: int = 8, seed: int = 0) -> list[str]:
+        """Walk both matchers along ``token_ids`` (then the stop token) and list
+        every difference: masks (leapgen's special ids aside, see the "special"
+        row; leapgen must never allow one), ``accept_token`` verdicts of the
+        path and of ``probes`` tokens drawn from the union of both masks at each
+        step (on forks), ``is_completed``, ``is_terminated`` and
+        ``find_jump_forward_string``. Empty when they agree everywhere."""
+        rng = np.random.default_rng(seed)
+        xm, lm = self.X.GrammarMatcher(compiled[0]), self.L.GrammarMatcher(compiled[1])
+        diffs = []
+        stop = self.l_info.stop_token_ids[0]
+        for step, token in enumerate([*token_ids, stop]):
+            if xm.is_terminated() or lm.is_terminated():
+                break
+            xa, la = self._mask(self.X, xm), self._mask(self.L, lm)
+            if self.special[la].any():
+                diffs.append(f"step {step}: leapgen allows special ids {la[self.special[la]][:5].tolist()}")
+            xa = xa[~self.special[xa]]
+            if not np.array_equal(xa, la):
+                only_x, only_l = np.setdiff1d(xa, la), np.setdiff1d(la, xa)
+                diffs.append(f"step {step} after {self.decode(token_ids[:step])[-40:]!r}: xgrammar alone allows "
+                             f"{[self.decode([i]) for i in only_x[:6]]} ({len(only_x)}), leapgen alone "
+                             f"{[self.decode([i]) for i in only_l[:6]]} ({len(only_l)})")
+            union = np.union1d(xa, la)
+            for t in rng.choice(union, size=min(probes, len(union)), replace=False).tolist() if len(union) else []:
+                xf, lf = xm.fork(), lm.fork()
+                if xf.accept_token(t) != lf.accept_token(t):
+                    diffs.append(f"step {step}: accept_token({self.decode([t])!r}) differs")
+            for what in ("is_completed", "find_jump_forward_string"):
+                a, b = getattr(xm, what)(), getattr(lm, what)()
+                if a != b:
+                    diffs.append(f"step {step}: {what} xgrammar {a!r} leapgen {b!r}")
+            a, b = xm.accept_token(token), lm.accept_token(token)
+            if a != b:
+                diffs.append(f"step {step}: accept_token({self.decode([token])!r}) xgrammar {a} leapgen {b}")
+            if not (a and b):
+                break
+        if xm.is_terminated() != lm.is_terminated():
+            diffs.append(f"is_terminated xgrammar {xm.is_terminated()} leapgen {lm.is_terminated()}")
+        return diffs
