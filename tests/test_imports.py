@@ -2,8 +2,9 @@
 
 A subprocess installs a meta-path hook that refuses the peer engines, torch
 and transformers, then imports leapgen and its backend registry, compiles and
-matches a regex through the ``leapgen`` backend, and checks that a peer
-backend fails with a clear ImportError.
+matches a regex through the ``leapgen`` backend and through
+``leapgen.xgrammar``, and checks that a peer backend fails with a clear
+ImportError.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ SCRIPT = textwrap.dedent("""
             assert "pip install" in str(e), e
         else:
             raise AssertionError(name + " should not load")
+    import leapgen.xgrammar as xgr  # the xgrammar-compatible surface needs none of them either
+    xinfo = xgr.TokenizerInfo(["a", "b", "ab", "</s>"])
+    matcher = xgr.GrammarMatcher(xgr.GrammarCompiler(xinfo).compile_regex("(ab)+"))
+    matcher.fill_next_token_bitmask(np.full((1, 1), -1, np.int32))
+    assert matcher.accept_token(2) and matcher.is_completed() and xinfo.stop_token_ids == [3]
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
     assert not loaded, loaded
     print("ok")

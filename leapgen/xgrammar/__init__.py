@@ -56,8 +56,9 @@ regex-dialect     Refuses ``a{,3}`` and ``[]``; accepts           ECMA-262: a ``
 ebnf-dialect      Refuses empty alternatives, ``'single'``        Accepts them (GBNF as llama.cpp reads it);
                   quotes, ``x{,n}``, ``"a"++``; has macros        its macros (``TagDispatch(...)``,
                   (``TagDispatch``, ``Regex``, ``Token``...).     ``Regex(...)``...) are refused by name.
-self              Its builtin JSON mask forbids tokens its own    The mask is exact (every token the matcher
-                  matcher accepts (``}]`` after ``[{"m":"x"``).   accepts is allowed).
+self              Its masks sometimes forbid tokens its own       The mask is exact (every token the matcher
+                  matcher accepts (``}]`` after ``[{"m":"x"`` in  accepts is allowed).
+                  its JSON grammar; found in generated EBNF too).
 padding           An all-true row also sets the bits past         Bits past ``vocab_size`` are never set.
                   ``vocab_size`` in its last word.
 lark              ``from_lark`` / ``compile_lark``.               Refused (GrammarError): no Lark front-end.
