@@ -25,7 +25,7 @@ def _grammar_of(source: tuple) -> Grammar:
         return Grammar.from_ebnf(source[1], root_rule_name=source[2])
     if kind == "regex":
         return Grammar.from_regex(source[1])
-    from leapgen.grammar.json_schema import json_schema_to_ir
+    from leapgen.grammar.json import json_schema_to_ir
 
     node, warnings = json_schema_to_ir(source[1], **source[2])
     return Grammar._make(node, source, warnings)

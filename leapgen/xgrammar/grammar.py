@@ -182,7 +182,7 @@ class Grammar:
         GrammarError
             ``any_order=True``, a bad ``max_whitespace_cnt``.
         """
-        from leapgen.grammar.json_schema import json_schema_to_ir
+        from leapgen.grammar.json import json_schema_to_ir
 
         text = schema_text(schema)
         options = json_schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,

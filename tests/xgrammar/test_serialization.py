@@ -71,11 +71,11 @@ def test_compiled_grammar_round_trip(kind, source, text, monkeypatch):
     info._binder()  # made once per vocabulary (its warm-up compiles a schema of its own)
     # reading it back must not compile again: every front-end would fail now
     import leapgen.grammar.ebnf
-    import leapgen.grammar.json_schema
+    import leapgen.grammar.json
     import leapgen.grammar.regex
 
     for module, name in [(leapgen.grammar.regex, "parse_regex"), (leapgen.grammar.ebnf, "parse_ebnf"),
-                         (leapgen.grammar.json_schema, "json_schema_to_ir")]:
+                         (leapgen.grammar.json, "json_schema_to_ir")]:
         monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("deserializing ran a front-end"))
     again = xgr.CompiledGrammar.deserialize_json(data, info)
     assert np.array_equal(_walk_masks(again, ids), before)
