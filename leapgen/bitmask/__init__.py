@@ -5,6 +5,8 @@ The layout xgrammar, llguidance and vLLM share: bit ``i % 32`` of word
 torch is imported only when these functions run.
 """
 
-from leapgen.bitmask.cpu import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_to_bool, reset_token_bitmask
+from leapgen.bitmask.cpu import (allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_dtype, bitmask_to_bool,
+                                 reset_token_bitmask)
 
-__all__ = ["allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_to_bool", "reset_token_bitmask"]
+__all__ = ["allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_dtype", "bitmask_to_bool",
+           "reset_token_bitmask"]

@@ -31,6 +31,13 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int):
     return torch.full((batch_size, (vocab_size + 31) // 32), -1, dtype=torch.int32)
 
 
+def bitmask_dtype():
+    """The bitmask's dtype, ``torch.int32`` (xgrammar's ``bitmask_dtype``); imports torch."""
+    import torch
+
+    return torch.int32
+
+
 def reset_token_bitmask(bitmask) -> None:
     """Set every bit to 1 (all tokens allowed). Mutates ``bitmask``."""
     bitmask.fill_(-1)

@@ -37,6 +37,9 @@ from leapgen.compiler.compiled import CompiledGrammar
 from leapgen.compiler.compiled_cfg import ContextFreeGrammar
 
 _MAX_CACHE = 1 << 14
+#: Below this many tokens long enough for a character budget to bite, the byte-by-byte walk of each
+#: (:meth:`BudgetedGrammar._drop_rejected`) is cheaper than the vectorized filter over the vocabulary.
+FAST_FILTER_TOKENS = 2_000
 
 
 class BudgetStack:
@@ -332,7 +335,7 @@ class BudgetedGrammar(CompiledGrammar):
         least = self._least_risky_chars(frames)
         if least is not None or complete != self.plain.is_accepting(plain):
             words = words.copy()
-            if least is not None:
+            if least is not None and not self._drop_rejected_fast(frames, words, least):
                 self._drop_rejected(state, words, least)
             self.token_index.set_stop_bits(words, complete)
         out = words.view(np.int32)
@@ -347,15 +350,93 @@ class BudgetedGrammar(CompiledGrammar):
     def has_bitmask_row(self, state) -> bool:
         return state in self._rows
 
-    def _least_risky_chars(self, frames) -> int | None:
+    def _drop_rejected_fast(self, frames, words: np.ndarray, min_chars: int) -> bool:
+        """:meth:`_drop_rejected` for the common case, vectorized over the vocabulary:
+        one occurrence ``O`` with a character budget is the top of every stack that
+        stays in it, its rule calls no rule, the other stacks are exactly where ``O``
+        returns to, and no other budget can bite within a token. A token is then
+        dropped when the walk of ``O``'s own DFA over it reaches the point where ``O``
+        must end with bytes left, and no earlier end of ``O`` lets the rest go on
+        where ``O`` returns (checked exactly, on the plain grammar, for the few
+        tokens whose next byte fits). Only tokens of at least ``min_chars``
+        characters can be dropped. Returns False (nothing done) otherwise, and
+        where so few tokens are that long that walking them is cheaper."""
+        if int(np.count_nonzero(self.token_chars >= min_chars)) < FAST_FILTER_TOKENS:
+            return False
+        tops = [f for f in frames if f.budget is not None and self._max_chars[f.rule] is not None]
+        if len(tops) != 1:
+            return False
+        o = tops[0]
+        r, pda = o.rule, self.pda
+        if any(calls for calls in pda.calls[r]) or self._least_risky_chars(frames, skip=o) is not None:
+            return False
+        rest = [f for f in frames if f is not o]
+        if any(node.budget is not None and node.occurrence == o.occurrence for f in rest for node in f.frames()):
+            return False
+        dfa = pda.dfas[r]
+        after = (() if o.parent is None or not dfa.accepting[o.state]
+                 else self.plain.expansion(self.to_plain(frozenset((o.parent,))))[0])
+        cont = self.to_plain(frozenset(rest))
+        if cont != after:
+            return False  # other parse paths: the exact walk decides
+        first = self.pda.next_bytes(self.plain.expansion(cont)) if cont else np.zeros(256, bool)
+        matrix, lengths, ids = self.tokenizer_info.token_byte_matrix()
+        rows = np.flatnonzero(((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)
+                              & (self.token_chars[ids] >= min_chars))
+        if not len(rows):
+            return True
+        mat, lens, tids = matrix[rows], lengths[rows], ids[rows]
+        trans, accepting = dfa.trans[:, :256], dfa.accepting
+        limit = self._max_chars[r]
+        state = np.full(len(rows), o.state, np.int64)
+        chars = np.full(len(rows), o.budget[1], np.int64)
+        alive = np.ones(len(rows), bool)
+        must_end = np.full(len(rows), -1, np.int64)  # where O must end with bytes left (-1: never)
+        ends: list[tuple[np.ndarray, int]] = []  # (rows, position): O may end there and the rest may go on
+        for col in range(int(lens.max())):
+            idx = np.flatnonzero(alive & (col < lens))
+            if not len(idx):
+                break
+            b = mat[idx, col]
+            here = accepting[state[idx]] & first[b]
+            if here.any():
+                ends.append((idx[here], col))
+            nxt = trans[state[idx], b]
+            alive[idx[nxt < 0]] = False
+            go = idx[nxt >= 0]
+            bg = b[nxt >= 0]
+            state[go] = nxt[nxt >= 0]
+            chars[go] += (bg & 0xC0) != 0x80
+            forced = go[(chars[go] >= limit) & accepting[state[go]] & (col + 1 < lens[go])]
+            must_end[forced] = col + 1
+            alive[forced] = False
+            at = forced[first[mat[forced, col + 1]]]
+            if len(at):
+                ends.append((at, col + 1))
+        affected = np.flatnonzero(must_end >= 0)
+        if not len(affected):
+            return True
+        saved = set()
+        token_bytes = self.tokenizer_info.token_bytes
+        for idx, j in ends:
+            for i in idx[must_end[idx] >= j].tolist():
+                if i not in saved and self.plain.walk(cont, token_bytes[int(tids[i])][j:]) is not None:
+                    saved.add(i)
+        for t in tids[[i for i in affected.tolist() if i not in saved]].tolist():
+            words[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+        return True
+
+    def _least_risky_chars(self, frames, skip=None) -> int | None:
         """The fewest characters a token must hold for a character budget to bite
         inside it (0: any token), or None when none can: an active occurrence
         with little left, or one the token may enter (a rule with a small
-        budget reachable from some frame)."""
+        budget reachable from some frame). ``skip``: a frame left out."""
         least = None
         small = self._least_chars is not None and self._least_chars < self._max_token_chars
         for s in frames:
             for f in s.frames():
+                if f is skip:
+                    continue
                 if small and self._enters_chars[f.rule][f.state]:
                     least = self._least_chars + 1 if least is None else min(least, self._least_chars + 1)
                 if f.budget is None or self._max_chars[f.rule] is None:

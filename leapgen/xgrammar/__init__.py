@@ -97,9 +97,9 @@ from leapgen.xgrammar.tokenizer_info import TokenizerInfo, VocabType
 def __getattr__(name: str):
     # torch is imported only when asked for (``import leapgen.xgrammar`` needs numpy alone).
     if name == "bitmask_dtype":
-        import torch
+        from leapgen.bitmask import bitmask_dtype
 
-        return torch.int32
+        return bitmask_dtype()
     raise AttributeError(f"module 'leapgen.xgrammar' has no attribute {name!r}")
 
 

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from leapgen import bitmask as native_bitmask
 from leapgen.matcher import BatchGrammarMatcher as NativeBatchGrammarMatcher
 from leapgen.matcher import GrammarMatcher as NativeGrammarMatcher
 from leapgen.xgrammar.compiler import CompiledGrammar
@@ -27,21 +28,24 @@ def get_bitmask_shape(batch_size: int, vocab_size: int) -> tuple[int, int]:
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int):
-    """A CPU bitmask with every token allowed.
+    """A CPU bitmask with every token allowed (:func:`leapgen.bitmask.allocate_token_bitmask`).
 
     Returns
     -------
     torch.Tensor
         int32, shape ``(batch_size, ceil(vocab_size / 32))``, all bits 1.
-    """
-    import torch
 
-    return torch.full(get_bitmask_shape(batch_size, vocab_size), -1, dtype=torch.int32)
+    Raises
+    ------
+    ValueError
+        Non-positive sizes.
+    """
+    return native_bitmask.allocate_token_bitmask(batch_size, vocab_size)
 
 
 def reset_token_bitmask(bitmask) -> None:
     """Set every bit of ``bitmask`` to 1 (mutates it)."""
-    bitmask.fill_(-1)
+    native_bitmask.reset_token_bitmask(bitmask)
 
 
 _BACKENDS = ("auto", "cpu", "cuda", "triton", "torch_compile", "torch_native")
@@ -73,16 +77,12 @@ def apply_token_bitmask_inplace(logits, bitmask, *, vocab_size: int | None = Non
         Logits and bitmask on different devices, an unknown ``backend``, a
         bitmask that is not int32, shapes that do not fit.
     """
-    import torch
-
-    from leapgen.bitmask import apply_token_bitmask_inplace as native_apply
-
     if backend not in _BACKENDS:
         raise ValueError(f"Unknown backend: {backend}. The value should be one of them: {list(_BACKENDS)}")
     if bitmask.device != logits.device:
         raise ValueError("logits and bitmask should be on the same device. "
                          f"But got logits.device: {logits.device}, bitmask.device: {bitmask.device}")
-    if bitmask.dtype != torch.int32:
+    if str(bitmask.dtype) != "torch.int32":
         raise ValueError("bitmask must be of type int32")
     if logits.dim() not in (1, 2) or bitmask.dim() not in (1, 2):
         raise ValueError(f"logits and bitmask should be 1D or 2D, got {logits.dim()}D and {bitmask.dim()}D")
@@ -92,9 +92,9 @@ def apply_token_bitmask_inplace(logits, bitmask, *, vocab_size: int | None = Non
             warnings.warn(f"The bitmask covers only {vocab_size} tokens but logits have {logits.shape[-1]}, so "
                           f"logits[..., {vocab_size}:] are left unmasked. Allocate the bitmask with the full vocab "
                           "size, or pass vocab_size explicitly.", stacklevel=2)
-    if isinstance(indices, torch.Tensor):
+    if indices is not None and hasattr(indices, "tolist"):  # a tensor of row indices (vLLM passes one)
         indices = indices.tolist()
-    native_apply(logits[..., :vocab_size], bitmask, indices=indices)
+    native_bitmask.apply_token_bitmask_inplace(logits[..., :vocab_size], bitmask, indices=indices)
 
 
 def _runtime_error(call, *args):
