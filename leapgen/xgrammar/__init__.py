@@ -61,7 +61,10 @@ self              Its masks sometimes forbid tokens its own       The mask is ex
                   its JSON grammar; found in generated EBNF too).
 padding           An all-true row also sets the bits past         Bits past ``vocab_size`` are never set.
                   ``vocab_size`` in its last word.
-lark              ``from_lark`` / ``compile_lark``.               Refused (GrammarError): no Lark front-end.
+lark              Its Lark dialect: ``%json``, ``@name`` grammars,  Lark's own language (Earley, ``%import common``);
+                  special tokens, rule attributes; ``%ignore``    xgrammar's extensions refused (GrammarError at
+                  text not allowed before the first / after the   line:column); ``%ignore`` text allowed at the
+                  last terminal.                                  ends, as Lark's parser allows it.
 any-order         ``any_order=True``.                             Refused (GrammarError).
 structural-tag    ``from_structural_tag`` /                       GrammarError until leapgen's structural-tag
                   ``compile_structural_tag``.                     compiler (issue 17) is wired into

@@ -25,6 +25,8 @@ def _grammar_of(source: tuple) -> Grammar:
         return Grammar.from_ebnf(source[1], root_rule_name=source[2])
     if kind == "regex":
         return Grammar.from_regex(source[1])
+    if kind == "lark":
+        return Grammar.from_lark(source[1])
     from leapgen.grammar.json import json_schema_to_ir
 
     node, warnings = json_schema_to_ir(source[1], **source[2])
@@ -222,9 +224,17 @@ class GrammarCompiler:
         """
         return self._wrap(self._native.compile_regex(regex), ("regex", regex))
 
-    def compile_lark(self, lark_string: str, **kwargs) -> CompiledGrammar:
-        """Lark grammars are not supported: raises GrammarError (a RuntimeError)."""
-        return self.compile_grammar(Grammar.from_lark(lark_string, **kwargs))
+    def compile_lark(self, lark_string: str, *, named_grammars=None) -> CompiledGrammar:
+        """Compile a Lark grammar with a ``start`` rule (see :meth:`Grammar.from_lark`).
+
+        Raises
+        ------
+        GrammarError
+            Syntax error or unsupported construct (line:column), ``named_grammars``.
+        """
+        if named_grammars:
+            raise GrammarError("named grammars (xgrammar's @name references in Lark) are not supported by leapgen")
+        return self._wrap(self._native.compile_lark(lark_string), ("lark", lark_string))
 
     def compile_structural_tag(self, *args, **kwargs) -> CompiledGrammar:
         """Compile a structural tag (``StructuralTag``, JSON text or dict, or the
@@ -255,6 +265,8 @@ class GrammarCompiler:
             native = self._native.compile_regex(grammar.source[1])
         elif kind == "json_schema":
             native = self._compile_schema(grammar.source[1], grammar.source[2]).native
+        elif kind == "lark":
+            native = self._native.compile_lark(grammar.source[1])
         else:
             native = self._native.cache.get_or_compile(
                 ("xgrammar-ir", grammar.ir),

@@ -109,8 +109,8 @@ class Grammar:
 
     @property
     def source(self) -> tuple:
-        """``("ebnf", text, root)``, ``("regex", pattern)``, ``("json_schema", text, options)``
-        or ``("ir",)``: what the compiler compiles."""
+        """``("ebnf", text, root)``, ``("regex", pattern)``, ``("json_schema", text, options)``,
+        ``("lark", text)`` or ``("ir",)``: what the compiler compiles."""
         return self._source
 
     def __str__(self) -> str:
@@ -199,10 +199,28 @@ class Grammar:
         return g
 
     @staticmethod
-    def from_lark(lark_string: str, **kwargs) -> "Grammar":
-        """Lark grammars are not supported: raises GrammarError (a RuntimeError)."""
-        raise GrammarError("Lark grammars are not supported by leapgen; write the grammar in GBNF (EBNF) and "
-                           "use from_ebnf / compile_grammar")
+    def from_lark(lark_string: str, *, tokenizer_info=None, named_grammars=None) -> "Grammar":
+        """From a Lark grammar with a ``start`` rule (:mod:`leapgen.grammar.lark`:
+        the language of Lark's Earley parser).
+
+        Parameters
+        ----------
+        tokenizer_info : TokenizerInfo, optional
+            Accepted for xgrammar's signature (it resolves xgrammar's special
+            token names, an extension leapgen's Lark front-end refuses by name).
+        named_grammars : dict, optional
+            xgrammar's ``@name`` references: refused when given.
+
+        Raises
+        ------
+        GrammarError
+            Syntax error or unsupported construct (line:column), ``named_grammars``.
+        """
+        from leapgen.grammar.lark import parse_lark
+
+        if named_grammars:
+            raise GrammarError("named grammars (xgrammar's @name references in Lark) are not supported by leapgen")
+        return Grammar._make(parse_lark(lark_string), ("lark", lark_string))
 
     @staticmethod
     def from_structural_tag(*args, **kwargs) -> "Grammar":

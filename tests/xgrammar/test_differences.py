@@ -158,12 +158,21 @@ def test_padding():
 
 
 def test_lark():
-    lark = 'start: "a" | "b"'
-    assert not _refused(X, lambda m: m.Grammar.from_lark(lark))
-    with pytest.raises(RuntimeError, match="Lark"):
-        L.Grammar.from_lark(lark)
-    with pytest.raises(RuntimeError, match="Lark"):
-        L.GrammarCompiler(L.TokenizerInfo(VOCAB)).compile_lark(lark)
+    ignore = 'start: NAME "=" NUMBER\nNAME: /[a-z]+/\nNUMBER: /[0-9]+/\n%ignore " "'
+    verdicts = {}
+    for mod in (X, L):
+        compiled = mod.GrammarCompiler(mod.TokenizerInfo(VOCAB), max_threads=1).compile_lark(ignore)
+        verdicts[mod] = []
+        for text in ("x = 1", " x=1 "):
+            m = mod.GrammarMatcher(compiled)
+            verdicts[mod].append(m.accept_string(text) and m.is_completed())
+    assert verdicts == {X: [True, False], L: [True, True]}
+    for extension in ('start: %json {"type": "integer"}', 'start: value\nvalue[temperature=0.7]: /[a-z]+/'):
+        assert not _refused(X, lambda m: m.Grammar.from_lark(extension))
+        with pytest.raises(RuntimeError, match="line"):
+            L.Grammar.from_lark(extension)
+    with pytest.raises(RuntimeError, match="named grammars"):
+        L.Grammar.from_lark('start: @inner', named_grammars={"inner": 'start: "x"'})
 
 
 def test_any_order():

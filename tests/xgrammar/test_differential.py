@@ -3,7 +3,7 @@
 Llama-3 and Qwen3 (byte-level BPE, through ``from_huggingface``) and Mistral
 7B (SentencePiece byte fallback, through the constructor as vLLM builds it).
 For generated grammars (:mod:`gen_grammars`: regexes, GBNF, JSON Schemas, each
-with an instance) and hand-made ones, both matchers walk the instance's tokens:
+with an instance) and hand-made ones (Lark too), both matchers walk the instance's tokens:
 masks, ``accept_token`` verdicts (of the path and of tokens drawn from both
 masks), ``is_completed``, ``is_terminated`` and ``find_jump_forward_string``
 must agree at every step (:meth:`xgr_pair.Pair.compare_walk`; leapgen's
@@ -109,6 +109,9 @@ HAND_MADE = [
              'factor ::= [0-9]+ | "(" expr ")"', "(1+2)*34-(5/(6+7))", {}),
     ("ebnf", 'root ::= "<list>" item* "</list>"\nitem ::= "<li>" [^<]* "</li>"', "<list><li>a b</li><li>c</li></list>",
      {}),
+    ("lark", 'start: NAME "=" NUMBER (";" NAME "=" NUMBER)*\nNAME: /[a-z_]+/\nNUMBER: /[0-9]+(\\.[0-9]+)?/',
+     "x=1;long_name=22.5", {}),
+    ("lark", 'start: item+\nitem: "(" start? ")" | WORD\n%import common.WORD', "(ab(cd))(x)", {}),
     ("json_schema", {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "number"},
                                                       "tags": {"type": "array", "items": {"type": "string"}}},
                      "required": ["name", "age"]}, '{"name": "Ada", "age": 36, "tags": ["a", "b"]}', {}),

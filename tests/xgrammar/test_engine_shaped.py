@@ -2,8 +2,8 @@
 
 The two classes below restate, call for call, what
 ``vllm/v1/structured_output/backend_xgrammar.py`` (``XgrammarBackend`` /
-``XgrammarGrammar``, with ``utils.py``'s regex compile in a worker process and
-``apply_grammar_bitmask``) and SGLang's
+``XgrammarGrammar``, with ``utils.py``'s regex compile in a worker process,
+its Lark-or-EBNF test and ``apply_grammar_bitmask``) and SGLang's
 ``python/sglang/srt/constrained/xgrammar_backend.py`` (``XGrammarGrammarBackend``
 / ``XGrammarGrammar``: dispatch per grammar kind, ``except RuntimeError``,
 jump-forward with retokenization, ``copy``) do with the module, written here
@@ -35,6 +35,14 @@ REFERENCES = {  # what the "model" is nudged toward (every output is still maske
 }
 REGEX = r"\d{4}-\d{2}-\d{2}"
 EBNF = 'root ::= expr\nexpr ::= term ("+" term)*\nterm ::= factor ("*" factor)*\nfactor ::= [0-9]+ | "(" expr ")"'
+LARK = 'start: expr\nexpr: term ("+" term)*\nterm: factor ("*" factor)*\nfactor: /[0-9]+/ | "(" expr ")"'
+
+
+def grammar_is_likely_lark(grammar: str) -> bool:
+    """vLLM's test: Lark unless some line defines a rule with ``::=``."""
+    import re
+
+    return not any("::=" in re.sub(r"(#|//).*$", "", line) for line in grammar.split("\n"))
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +83,7 @@ class VllmShapedBackend:
             elif kind == "json":
                 xgr.Grammar.from_json_schema(json.loads(spec))
             elif kind == "grammar":
-                xgr.Grammar.from_ebnf(spec)
+                xgr.Grammar.from_lark(spec) if grammar_is_likely_lark(spec) else xgr.Grammar.from_ebnf(spec)
         except Exception as err:
             raise ValueError(f"invalid {kind} spec: {err}") from err
 
@@ -86,7 +94,7 @@ class VllmShapedBackend:
         elif kind == "json_object":
             ctx = self.compiler.compile_json_schema('{"type": "object"}', any_whitespace=True)
         elif kind == "grammar":
-            ctx = self.compiler.compile_grammar(spec)
+            ctx = self.compiler.compile_lark(spec) if grammar_is_likely_lark(spec) else self.compiler.compile_grammar(spec)
         elif kind == "regex":
             serialized = self.pool.submit(_xgr_compile_regex, xgr.__name__, self.tokenizer_info_json, spec).result()
             ctx = xgr.CompiledGrammar.deserialize_json(serialized, self.tokenizer_info)
@@ -302,7 +310,8 @@ def test_vllm_shaped_backend(xgr, hf):
                 backend.validate(kind, spec)
         with pytest.raises(RuntimeError):
             backend.compile_grammar("grammar", "root ::= nothing")  # vLLM's compile step raises into the engine
-        specs = [("json", json.dumps(SCHEMA)), ("json_object", ""), ("regex", REGEX), ("grammar", EBNF), ("builtin", "")]
+        specs = [("json", json.dumps(SCHEMA)), ("json_object", ""), ("regex", REGEX), ("grammar", EBNF),
+                 ("grammar", LARK), ("builtin", "")]
         for kind, spec in specs:
             backend.validate(kind, spec)
         grammars = [backend.compile_grammar(kind, spec) for kind, spec in specs]

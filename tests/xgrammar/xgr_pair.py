@@ -113,7 +113,7 @@ class Pair:
 
     def compile(self, kind: str, source, **options):
         """``(xgrammar's, leapgen's)`` compiled grammar of ``kind``
-        (``"ebnf"``, ``"regex"``, ``"json_schema"``, ``"builtin_json"``)."""
+        (``"ebnf"``, ``"regex"``, ``"json_schema"``, ``"lark"``, ``"builtin_json"``)."""
         out = []
         for c in (self.x_compiler, self.l_compiler):
             if kind == "ebnf":
@@ -122,6 +122,8 @@ class Pair:
                 out.append(c.compile_regex(source))
             elif kind == "json_schema":
                 out.append(c.compile_json_schema(source, **options))
+            elif kind == "lark":
+                out.append(c.compile_lark(source))
             else:
                 out.append(c.compile_builtin_json_grammar())
         return tuple(out)
