@@ -37,7 +37,7 @@ pattern           JSON Schema ``pattern`` must match the whole    ``pattern`` is
                   string.                                         says (anchor it: ``^...$``).
 escapes           A string with ``minLength`` / ``maxLength``     Valid JSON strings only: escapes allowed, raw
                   allows raw control characters, no escapes.      control characters not.
-unicode-escapes   Any ``\uXXXX`` escape, lone surrogates too.    Surrogate escapes only in valid pairs (a lone
+unicode-escapes   Any ``\uXXXX`` escape, lone surrogates too.     Surrogate escapes only in valid pairs (a lone
                                                                   one is no Unicode scalar value).
 numbers           Integers forbid ``-0``; bounded numbers also    Every valid instance is allowed.
                   forbid exponents.
@@ -59,12 +59,15 @@ ebnf-dialect      Refuses empty alternatives, ``'single'``        Accepts them (
 self              Its masks sometimes forbid tokens its own       The mask is exact (every token the matcher
                   matcher accepts (``}]`` after ``[{"m":"x"`` in  accepts is allowed).
                   its JSON grammar; found in generated EBNF too).
+loose             Its masks sometimes allow tokens its own        The mask is exact (every allowed token is
+                  matcher rejects (``" \xe0"`` after ``A.`` for   accepted).
+                  ``(?:[A-Z]\. )?[A-Z]``).
 padding           An all-true row also sets the bits past         Bits past ``vocab_size`` are never set.
                   ``vocab_size`` in its last word.
-lark              Its Lark dialect: ``%json``, ``@name`` grammars,  Lark's own language (Earley, ``%import common``);
-                  special tokens, rule attributes; ``%ignore``    xgrammar's extensions refused (GrammarError at
-                  text not allowed before the first / after the   line:column); ``%ignore`` text allowed at the
-                  last terminal.                                  ends, as Lark's parser allows it.
+lark              Its Lark dialect: ``%json``, ``@name``          Lark's own language (Earley, ``%import``);
+                  grammars, special tokens, rule attributes;      xgrammar's extensions refused (GrammarError at
+                  ``%ignore`` text not allowed before the first   line:column); ``%ignore`` text allowed at the
+                  or after the last terminal.                     ends, as Lark's parser allows it.
 any-order         ``any_order=True``.                             Refused (GrammarError).
 structural-tag    ``from_structural_tag`` /                       GrammarError until leapgen's structural-tag
                   ``compile_structural_tag``.                     compiler (issue 17) is wired into
@@ -82,8 +85,9 @@ tokenizers        ``from_huggingface`` also reads tiktoken and    Fast (``tokeni
                   slow SentencePiece tokenizers.                  build others with the constructor.
 bitmask-device    ``fill_next_token_bitmask`` needs a CPU         A CUDA bitmask is filled by one host-to-device
                   bitmask.                                        copy.
-missing           ``xgrammar.testing``, ``contrib``, ``kernels``,  Not provided (AttributeError / ImportError).
-                  the builtin structural-tag helpers.
+missing           ``xgrammar.testing``, ``contrib``,              Not provided (AttributeError / ImportError).
+                  ``kernels``, the builtin structural-tag
+                  helpers.
 ================  ==============================================  ==============================================
 """
 

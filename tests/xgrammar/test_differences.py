@@ -146,6 +146,18 @@ def test_self():
     assert "}]" not in masks[X] and "}]" in masks[L]
 
 
+def test_loose():
+    vocab = ["</s>", "A", ".", " ", " B", b" \xe0", b" \xf0"]
+    masks = {}
+    for mod in (X, L):
+        m = mod.GrammarMatcher(_compile(mod, "regex", r"(?:[A-Z]\. )?[A-Z]", vocab=vocab))
+        assert m.accept_string("A.")
+        masks[mod] = mask_of(mod, m, len(vocab))
+        assert not m.fork().accept_token(5) and not m.fork().accept_token(6)  # neither matcher accepts them
+    assert 5 in masks[X] and 6 in masks[X] and 5 not in masks[L] and 6 not in masks[L]
+    assert masks[L] == [3, 4]
+
+
 def test_padding():
     words = {}
     for mod in (X, L):
