@@ -114,10 +114,11 @@ def _inliner(rules: dict, kept: set):
 
 def rename_rules(grammar: ir.Grammar, prefix: str) -> ir.Grammar:
     """``grammar`` with ``prefix`` put before every rule name (definitions, references, the
-    root and ``keep``), to merge it into another grammar without name clashes. Pure."""
+    root, ``keep`` and ``options``), to merge it into another grammar without name clashes. Pure."""
     rename = _rebuild(lambda ref, _: ir.RuleRef(prefix + ref.name))
     return ir.Grammar({prefix + name: rename(body) for name, body in grammar.rules.items()}, prefix + grammar.root,
-                      frozenset(prefix + name for name in grammar.keep))
+                      frozenset(prefix + name for name in grammar.keep),
+                      {prefix + name: o for name, o in grammar.options.items()})
 
 
 def inline_rules(rules: dict, root: str) -> ir.Node:

@@ -3,10 +3,13 @@
 ``parse_ebnf(to_gbnf(g))`` is the language of ``g`` for IR built from
 characters (every front-end's output), with these limits:
 
-- :class:`~leapgen.grammar.ir.Intersect` and :class:`~leapgen.grammar.ir.Diff`
-  (JSON Schema ``propertyNames``, keys that must differ from listed names,
-  lookahead) have no GBNF form: they print as ``( a ) & ( b )`` and
-  ``( a ) - ( b )``, which the parser refuses;
+- :class:`~leapgen.grammar.ir.Intersect`, :class:`~leapgen.grammar.ir.Diff`
+  and :class:`~leapgen.grammar.ir.Quotient` (JSON Schema ``propertyNames``,
+  keys that must differ from listed names, lookahead, a structural tag's text
+  before a trigger) have no GBNF form: they print as ``( a ) & ( b )``,
+  ``( a ) - ( b )`` and ``( a ) / "suffix"``, which the parser refuses;
+- a structural tag's token literals (``0xFF`` and a token id) print as
+  ``\xff`` escapes, which GBNF reads as characters;
 - bytes that are not UTF-8 text (a :class:`~leapgen.grammar.ir.ByteSet` above
   0x7F) print as ``\\xHH``, which GBNF reads as the code point U+00HH.
 
@@ -140,6 +143,10 @@ class _Printer:
             return " & ".join(f"({self.expr(i, rule)})" for i in node.items), _ALT
         if t is ir.Diff:
             return f"({self.expr(node.left, rule)}) - ({self.expr(node.right, rule)})", _ALT
+        if t is ir.Quotient:
+            return f"({self.expr(node.left, rule)}) / {_literal(node.suffix)}", _ALT
+        if t is ir.Embed:
+            return self.expr(node.item, rule, _ATOM), _ATOM
         raise TypeError(f"cannot print IR node {t.__name__}")
 
 

@@ -69,9 +69,14 @@ lark              Its Lark dialect: ``%json``, ``@name``          Lark's own lan
                   ``%ignore`` text not allowed before the first   line:column); ``%ignore`` text allowed at the
                   or after the last terminal.                     ends, as Lark's parser allows it.
 any-order         ``any_order=True``.                             Refused (GrammarError).
-structural-tag    ``from_structural_tag`` /                       GrammarError until leapgen's structural-tag
-                  ``compile_structural_tag``.                     compiler (issue 17) is wired into
-                                                                  :func:`~leapgen.xgrammar.grammar.structural_tag_grammar`.
+structural-tag    Ignores fields a format does not have;          leapgen's structural tags (issue 17) refuse
+                  compiles the token-level dispatch formats,      those at their JSON pointer (the list is in
+                  ``any_text.max_tokens``, ``json_schema``        ``leapgen.GrammarCompiler.compile_structural_tag``);
+                  styles; added tokens are text everywhere.       a marker that is one added token matches it.
+tag-free-text     Free text allows any token, bytes that are      Free text is UTF-8 text (a stray continuation
+                  no UTF-8 text included.                         byte is never allowed).
+tag-json-space    A tag's JSON content: unbounded whitespace.     Runs bounded at 20 (unless the tag's
+                                                                  ``max_whitespace_cnt`` says otherwise).
 rule-options      EBNF ``capture``, ``lazy``, capture-suffix      Refused, naming the option (``get_captures``
                   options; ``max_tokens=0`` means no budget.      returns ``[]``); ``max_tokens`` must be >= 1.
 zero-budget       Jump-forward ignores a ``max_chars=0`` rule     Jump-forward goes on past it (the rule can only

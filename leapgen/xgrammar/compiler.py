@@ -9,6 +9,8 @@ it back binds the automaton to the vocabulary without compiling again.
 
 from __future__ import annotations
 
+import json
+
 from leapgen.compiler import GrammarCompiler as NativeGrammarCompiler
 from leapgen.errors import DeserializeFormatError, GrammarError
 from leapgen.xgrammar import serialization as ser
@@ -27,6 +29,8 @@ def _grammar_of(source: tuple) -> Grammar:
         return Grammar.from_regex(source[1])
     if kind == "lark":
         return Grammar.from_lark(source[1])
+    if kind == "structural_tag":
+        return structural_tag_grammar(json.loads(source[1]))
     from leapgen.grammar.json import json_schema_to_ir
 
     node, warnings = json_schema_to_ir(source[1], **source[2])
@@ -238,9 +242,23 @@ class GrammarCompiler:
 
     def compile_structural_tag(self, *args, **kwargs) -> CompiledGrammar:
         """Compile a structural tag (``StructuralTag``, JSON text or dict, or the
-        deprecated ``(tags, triggers)``); see
-        :func:`~leapgen.xgrammar.grammar.structural_tag_grammar`."""
-        return self.compile_grammar(structural_tag_grammar(structural_tag_json(args, kwargs)))
+        deprecated ``(tags, triggers)``) with :meth:`leapgen.GrammarCompiler.compile_structural_tag`
+        (its docstring lists the format and its differences from xgrammar): a marker
+        that is one added token of the vocabulary matches that token as well as its text.
+
+        Raises
+        ------
+        InvalidJSONError
+            Text that is not JSON.
+        InvalidStructuralTagError
+            A malformed tag or unsupported format, at its JSON pointer.
+        TypeError
+            Arguments of neither form.
+        """
+        return self._compile_tag(structural_tag_json(args, kwargs))
+
+    def _compile_tag(self, tag: dict) -> CompiledGrammar:
+        return self._wrap(self._native.compile_structural_tag(tag), ("structural_tag", json.dumps(tag)))
 
     def compile_grammar(self, grammar, *, root_rule_name: str = "root") -> CompiledGrammar:
         """Compile GBNF text or a :class:`Grammar`.
@@ -267,6 +285,8 @@ class GrammarCompiler:
             native = self._compile_schema(grammar.source[1], grammar.source[2]).native
         elif kind == "lark":
             native = self._native.compile_lark(grammar.source[1])
+        elif kind == "structural_tag":
+            native = self._compile_tag(json.loads(grammar.source[1])).native
         else:
             native = self._native.cache.get_or_compile(
                 ("xgrammar-ir", grammar.ir),

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from leapgen.errors import DeserializeFormatError, GrammarError, SchemaError
+from leapgen.errors import StructuralTagError as InvalidStructuralTagError
 from leapgen.grammar import ir
 from leapgen.grammar.cfg import rename_rules
 from leapgen.xgrammar import serialization as ser
@@ -110,7 +111,7 @@ class Grammar:
     @property
     def source(self) -> tuple:
         """``("ebnf", text, root)``, ``("regex", pattern)``, ``("json_schema", text, options)``,
-        ``("lark", text)`` or ``("ir",)``: what the compiler compiles."""
+        ``("lark", text)``, ``("structural_tag", json)`` or ``("ir",)``: what the compiler compiles."""
         return self._source
 
     def __str__(self) -> str:
@@ -256,12 +257,11 @@ class Grammar:
         roots = []
         for k, g in enumerate(grammars):
             if isinstance(g._ir, ir.Grammar):
-                names = {n: f"g{k}_{n}" for n in g._ir.rules}
-                for n, body in g._ir.rules.items():
-                    rules[names[n]] = rename_rules(body, names)
-                keep.update(names[n] for n in g._ir.keep)
-                options.update((names[n], o) for n, o in g._ir.options.items())
-                roots.append(ir.RuleRef(names[g._ir.root]))
+                renamed = rename_rules(g._ir, f"g{k}_")
+                rules.update(renamed.rules)
+                keep.update(renamed.keep)
+                options.update(renamed.options)
+                roots.append(ir.RuleRef(renamed.root))
             else:
                 roots.append(g._ir)
         root = "root"
@@ -299,9 +299,6 @@ class Grammar:
 
 
 # -- structural tags ----------------------------------------------------------------------------------
-
-class InvalidStructuralTagError(GrammarError):
-    """A structural tag is malformed (xgrammar's name; a GrammarError, so a RuntimeError)."""
 
 
 class StructuralTagItem:
@@ -416,13 +413,18 @@ def structural_tag_json(args: tuple, kwargs: dict) -> dict:
 
 
 def structural_tag_grammar(structural_tag: dict) -> Grammar:
-    """The grammar of a structural tag: the one place structural tags are compiled.
+    """The grammar of a structural tag (:mod:`leapgen.grammar.structural`), its markers as
+    text (no vocabulary yet: :meth:`GrammarCompiler.compile_grammar` compiles it through
+    :meth:`leapgen.GrammarCompiler.compile_structural_tag`, where a marker that is one added
+    token also matches that token).
 
     Raises
     ------
-    GrammarError
-        Always, for now: leapgen's structural-tag compiler is the structural
-        tag issue's (17) work and is wired here when it lands.
+    StructuralTagError
+        (``InvalidStructuralTagError``; a RuntimeError) a malformed tag or an
+        unsupported format, at its JSON pointer.
     """
-    raise GrammarError("structural tags are not supported by this leapgen build yet (the structural-tag "
-                       "compiler of issue 17 is not merged); use a JSON Schema, regex or EBNF grammar")
+    from leapgen.grammar.structural import structural_tag_to_ir
+
+    node, warnings = structural_tag_to_ir(structural_tag)
+    return Grammar._make(node, ("structural_tag", json.dumps(structural_tag)), warnings)

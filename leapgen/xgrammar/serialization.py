@@ -197,6 +197,10 @@ def _encode_node(node: ir.Node, index: dict[int, int]) -> list:
         return ["subsets", [ref(i) for i in node.items], ref(node.sep)]
     if t is ir.Diff:
         return ["diff", ref(node.left), ref(node.right)]
+    if t is ir.Quotient:
+        return ["quotient", ref(node.left), base64.b64encode(node.suffix).decode("ascii")]
+    if t is ir.Embed:
+        return ["embed", ref(node.item)]
     if t is ir.RuleRef:
         return ["ref", node.name]
     raise TypeError(f"cannot serialize IR node {t.__name__}")
@@ -250,7 +254,7 @@ def nodes_from_json(table) -> list[ir.Node]:
             raise DeserializeFormatError(f"IR node {len(nodes)} is not [kind, ...]")
         kind, args = entry[0], entry[1:]
         shape = {"bytes": 1, "byteset": 1, "charset": 1, "seq": 1, "alt": 1, "intersect": 1, "repeat": 3,
-                 "join": 2, "subsets": 2, "diff": 2, "ref": 1}.get(kind)
+                 "join": 2, "subsets": 2, "diff": 2, "quotient": 2, "embed": 1, "ref": 1}.get(kind)
         if shape is None or len(args) != shape:
             raise DeserializeFormatError(f"IR node {len(nodes)}: unknown kind {kind!r} or wrong field count")
         if kind == "bytes":
@@ -275,6 +279,13 @@ def nodes_from_json(table) -> list[ir.Node]:
             node = ir.Subsets(refs(args[0]), ref(args[1]))
         elif kind == "diff":
             node = ir.Diff(ref(args[0]), ref(args[1]))
+        elif kind == "quotient":
+            try:
+                node = ir.Quotient(ref(args[0]), base64.b64decode(str(args[1]).encode("ascii"), validate=True))
+            except ValueError:
+                raise DeserializeFormatError(f"IR node {len(nodes)}: a quotient's suffix is not base64") from None
+        elif kind == "embed":
+            node = ir.Embed(ref(args[0]))
         else:
             if not isinstance(args[0], str):
                 raise DeserializeFormatError(f"IR node {len(nodes)}: a rule reference names a str")

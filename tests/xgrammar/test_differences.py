@@ -5,6 +5,7 @@ changes) fails here. Test names are ``test_<row>``."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -194,17 +195,47 @@ def test_any_order():
         _compile(L, "schema", schema, any_order=True)
 
 
+TAG = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f>"], "tags": [
+    {"type": "tag", "begin": "<f>", "content": {"type": "json_schema", "json_schema": {"type": "integer"}},
+     "end": "</f>"}]}}
+
+
+def _tag_accepts(mod, tag, text) -> bool:
+    m = mod.GrammarMatcher(mod.GrammarCompiler(mod.TokenizerInfo(VOCAB), max_threads=1).compile_structural_tag(tag))
+    return m.accept_string(text) and m.is_completed()
+
+
 def test_structural_tag():
-    tag = {"type": "structural_tag", "format": {"type": "const_string", "value": "a"}}
-    assert not _refused(X, lambda m: m.Grammar.from_structural_tag(tag))
-    with pytest.raises(RuntimeError, match="structural tags"):
-        L.Grammar.from_structural_tag(tag)
+    for text, ok in [("ab<f>1</f>x", True), ("<f>12</f>", True), ("<f>x</f>", False), ("no tags", True)]:
+        assert _tag_accepts(X, TAG, text) is ok and _tag_accepts(L, TAG, text) is ok, text
     items = [L.StructuralTagItem(begin="<f>", schema={"type": "integer"}, end="</f>")]
-    with pytest.raises(RuntimeError, match="structural tags"):
-        L.GrammarCompiler(L.TokenizerInfo(VOCAB)).compile_structural_tag(items, ["<f>"])
+    m = L.GrammarMatcher(L.GrammarCompiler(L.TokenizerInfo(VOCAB)).compile_structural_tag(items, ["<f>"]))
+    assert m.accept_string("a<f>1</f>")  # the deprecated (tags, triggers) form
+    odd = {"type": "structural_tag", "format": {"type": "const_string", "value": "a", "colour": "red"}}
+    assert _tag_accepts(X, odd, "a")  # a field const_string does not have: ignored
+    with pytest.raises(L.InvalidStructuralTagError, match="colour"):
+        _tag_accepts(L, odd, "a")
     legacy = L.StructuralTag.from_legacy_structural_tag(items, ["<f>"])
     legacy.format.at_least_one = True  # what SGLang sets on it
     assert legacy.model_dump()["format"]["at_least_one"] is True
+    assert _tag_accepts(L, legacy, "<f>1</f>") and not _tag_accepts(L, legacy, "a<f>1</f>")
+
+
+def test_tag_free_text():
+    vocab = ["</s>", "a", "<f>", "</f>", "1", b"\xa1"]
+    masks = {}
+    for mod in (X, L):
+        tag_m = mod.GrammarMatcher(mod.GrammarCompiler(mod.TokenizerInfo(vocab), max_threads=1).compile_structural_tag(TAG))
+        masks[mod] = mask_of(mod, tag_m, len(vocab))
+    assert 5 in masks[X] and 5 not in masks[L]  # a lone continuation byte
+
+
+def test_tag_json_space():
+    tag = json.loads(json.dumps(TAG))
+    tag["format"]["tags"][0]["content"]["json_schema"] = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    text = '<f>{"a":' + " " * 25 + "1}</f>"
+    assert _tag_accepts(X, tag, text) and not _tag_accepts(L, tag, text)
+    assert _tag_accepts(L, tag, '<f>{"a":' + " " * 20 + "1}</f>")
 
 
 def test_rule_options():

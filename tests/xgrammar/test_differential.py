@@ -3,7 +3,7 @@
 Llama-3 and Qwen3 (byte-level BPE, through ``from_huggingface``) and Mistral
 7B (SentencePiece byte fallback, through the constructor as vLLM builds it).
 For generated grammars (:mod:`gen_grammars`: regexes, GBNF, JSON Schemas, each
-with an instance) and hand-made ones (Lark too), both matchers walk the instance's tokens:
+with an instance) and hand-made ones (Lark and structural tags too), both matchers walk the instance's tokens:
 masks, ``accept_token`` verdicts (of the path and of tokens drawn from both
 masks), ``is_completed``, ``is_terminated`` and ``find_jump_forward_string``
 must agree at every step (:meth:`xgr_pair.Pair.compare_walk`; leapgen's
@@ -62,6 +62,7 @@ def _tokens(p, text: str) -> list[int]:
 
 def _check(p, kind: str, source, text: str, **options):
     compiled = p.compile(kind, source, **options)
+    p.whitespace_bound = 20 if kind == "structural_tag" else None  # the "tag-json-space" row
     diffs = p.compare_walk(compiled, _tokens(p, text))
     assert not diffs, f"{kind} {source!r} on {text!r}:\n" + "\n".join(diffs)
 
@@ -112,6 +113,13 @@ HAND_MADE = [
     ("lark", 'start: NAME "=" NUMBER (";" NAME "=" NUMBER)*\nNAME: /[a-z_]+/\nNUMBER: /[0-9]+(\\.[0-9]+)?/',
      "x=1;long_name=22.5", {}),
     ("lark", 'start: item+\nitem: "(" start? ")" | WORD\n%import common.WORD', "(ab(cd))(x)", {}),
+    ("structural_tag", {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [
+        {"type": "tag", "begin": "<tool_call>", "content": {"type": "json_schema", "json_schema": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+         "end": "</tool_call>"}]}}, 'Let me look. <tool_call>{"city": "Paris"}</tool_call> Done.', {}),
+    ("structural_tag", {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "tag", "begin": "<answer>", "content": {"type": "regex", "pattern": "[0-9]+"}, "end": "</answer>"},
+        {"type": "const_string", "value": "."}]}}, "<answer>42</answer>.", {}),
     ("json_schema", {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "number"},
                                                       "tags": {"type": "array", "items": {"type": "string"}}},
                      "required": ["name", "age"]}, '{"name": "Ada", "age": 36, "tags": ["a", "b"]}', {}),

@@ -391,7 +391,10 @@ def test_sglang_shaped_backend(xgr, hf):
     legacy = json.dumps({"structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}],
                          "triggers": ["<f>"]})
     got = backend.dispatch("structural_tag", legacy)
-    if xgr.__name__ == "xgrammar":
-        assert not isinstance(got, tuple)
-    else:
-        assert got[0] == "invalid" and "structural tags" in got[1]  # the "structural-tag" row, until issue 17
+    assert not isinstance(got, tuple)
+    m = got.copy().matcher
+    assert m.accept_string("Sure. <f>42</f> and more text") and m.is_completed()
+    assert not m.accept_string("<f>x")
+    bad = backend.dispatch("structural_tag", json.dumps({"structures": [{"begin": "<f>", "schema": {"type": "foo"},
+                                                                          "end": "</f>"}], "triggers": ["<f>"]}))
+    assert isinstance(bad, tuple) and bad[0] == "invalid"  # the engine's error path

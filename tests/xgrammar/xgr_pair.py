@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import codecs
 import functools
 import re
 
@@ -37,6 +38,33 @@ def _lone_surrogate_escape(text: bytes, token: bytes) -> bool:
             if after and not _LOW_ESCAPE_PREFIX.fullmatch(after):
                 return True
     return False
+
+
+def _not_utf8(text: bytes, token: bytes) -> bool:
+    """Whether ``token`` after ``text`` holds bytes that are no UTF-8 text (a stray
+    continuation byte, a byte no encoding uses); a character left incomplete at the
+    end is not counted."""
+    tail = text[-4:]
+    while tail and (tail[0] & 0xC0) == 0x80:  # start the tail at a character boundary
+        tail = tail[1:]
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        decoder.decode(tail, final=False)
+    except UnicodeDecodeError:
+        return False  # the text itself is not UTF-8 here: no evidence either way
+    try:
+        decoder.decode(token, final=False)
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _whitespace_past(text: bytes, token: bytes, bound: int) -> bool:
+    """Whether ``token`` is JSON whitespace only and makes the run ending ``text`` longer than ``bound``."""
+    if not token or token.strip(b" \t\n\r"):
+        return False
+    run = len(text) - len(text.rstrip(b" \t\n\r"))
+    return run + len(token) > bound
 
 
 def allowed(bitmask, vocab_size: int, row: int = 0) -> np.ndarray:
@@ -107,7 +135,9 @@ class Pair:
         self.special = np.zeros(self.vocab_size, bool)
         self.special[self.l_info.special_token_ids] = True
         #: Mask differences discounted by row of the differences table (see :meth:`compare_walk`).
-        self.discounted = {"self": 0, "loose": 0, "unicode-escapes": 0}
+        self.discounted = {"self": 0, "loose": 0, "unicode-escapes": 0, "tag-free-text": 0, "tag-json-space": 0}
+        #: The JSON whitespace bound of the grammar walked (structural tags: 20), else None.
+        self.whitespace_bound = None
         self.x_compiler = X.GrammarCompiler(self.x_info, max_threads=2)
         self.l_compiler = L.GrammarCompiler(self.l_info)
 
@@ -124,6 +154,8 @@ class Pair:
                 out.append(c.compile_json_schema(source, **options))
             elif kind == "lark":
                 out.append(c.compile_lark(source))
+            elif kind == "structural_tag":
+                out.append(c.compile_structural_tag(source))
             else:
                 out.append(c.compile_builtin_json_grammar())
         return tuple(out)
@@ -175,6 +207,18 @@ class Pair:
                 lone = np.array([t for t in only_x.tolist() if self._lone(token_ids[:step], t)], np.int64)
                 self.discounted["unicode-escapes"] += len(lone)
                 only_x = np.setdiff1d(only_x, lone)
+                # the "tag-free-text" row: bytes that are no UTF-8 text, which xgrammar's free text allows
+                text = b"".join(self.l_info.native.token_bytes[t] for t in token_ids[max(0, step - 4):step])
+                bad = np.array([t for t in only_x.tolist() if _not_utf8(text, self.l_info.native.token_bytes[t])],
+                               np.int64)
+                self.discounted["tag-free-text"] += len(bad)
+                only_x = np.setdiff1d(only_x, bad)
+                # the "tag-json-space" row: a whitespace run past leapgen's bound of 20 in a tag's JSON
+                if self.whitespace_bound is not None:
+                    long_ws = np.array([t for t in only_x.tolist() if _whitespace_past(
+                        text, self.l_info.native.token_bytes[t], self.whitespace_bound)], np.int64)
+                    self.discounted["tag-json-space"] += len(long_ws)
+                    only_x = np.setdiff1d(only_x, long_ws)
             if not np.array_equal(xa, la) and (len(only_x) or len(only_l)):
                 diffs.append(f"step {step} after {self.decode(token_ids[:step])[-40:]!r}: xgrammar alone allows "
                              f"{[self.decode([i]) for i in only_x[:6]]} ({len(only_x)}), leapgen alone "
@@ -183,7 +227,11 @@ class Pair:
             for t in rng.choice(union, size=min(probes, len(union)), replace=False).tolist() if len(union) else []:
                 xf, lf = xm.fork(), lm.fork()
                 xa_t, la_t = xf.accept_token(t), lf.accept_token(t)
-                if xa_t != la_t and not (xa_t and self._lone(token_ids[:step], t)):
+                data = self.l_info.native.token_bytes[t]
+                text = b"".join(self.l_info.native.token_bytes[u] for u in token_ids[max(0, step - 4):step])
+                explained = xa_t and (self._lone(token_ids[:step], t) or _not_utf8(text, data) or (
+                    self.whitespace_bound is not None and _whitespace_past(text, data, self.whitespace_bound)))
+                if xa_t != la_t and not explained:
                     diffs.append(f"step {step}: accept_token({self.decode([t])!r}) differs")
             for what in ("is_completed", "find_jump_forward_string"):
                 a, b = getattr(xm, what)(), getattr(lm, what)()
