@@ -15,7 +15,7 @@ from leapgen.compiler import GrammarCompiler as NativeGrammarCompiler
 from leapgen.errors import DeserializeFormatError, GrammarError
 from leapgen.xgrammar import serialization as ser
 from leapgen.xgrammar.config import get_max_recursion_depth
-from leapgen.xgrammar.grammar import (XGRAMMAR_JSON_GBNF, Grammar, json_schema_options, schema_text,
+from leapgen.xgrammar.grammar import (XGRAMMAR_JSON_GBNF, Grammar, json_schema_options, schema_ir, schema_text,
                                       structural_tag_grammar, structural_tag_json)
 from leapgen.xgrammar.tokenizer_info import TokenizerInfo
 
@@ -31,9 +31,7 @@ def _grammar_of(source: tuple) -> Grammar:
         return Grammar.from_lark(source[1])
     if kind == "structural_tag":
         return structural_tag_grammar(json.loads(source[1]))
-    from leapgen.grammar.json import json_schema_to_ir
-
-    node, warnings = json_schema_to_ir(source[1], **source[2])
+    node, warnings = schema_ir(source[1], source[2])
     return Grammar._make(node, source, warnings)
 
 

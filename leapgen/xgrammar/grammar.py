@@ -61,8 +61,9 @@ def json_schema_options(any_whitespace: bool, indent, separators, strict_mode: b
     """xgrammar's JSON Schema options as leapgen's (``compile_json_schema`` keywords).
 
     xgrammar's defaults: separators ``(", ", ": ")`` without whitespace freedom
-    and indent, ``(",", ": ")`` with an indent; whitespace unbounded unless
-    ``max_whitespace_cnt`` is given.
+    and indent, ``(",", ": ")`` with an indent; whitespace runs unbounded
+    (:data:`UNBOUNDED_WHITESPACE` as the ``whitespace_pattern``) unless
+    ``max_whitespace_cnt`` bounds them.
 
     Raises
     ------
@@ -77,9 +78,40 @@ def json_schema_options(any_whitespace: bool, indent, separators, strict_mode: b
         raise GrammarError(f"max_whitespace_cnt must be a positive int or None, got {max_whitespace_cnt!r}")
     if separators is None and not any_whitespace:
         separators = (",", ": ") if indent is not None else (", ", ": ")
-    return dict(any_whitespace=bool(any_whitespace), indent=indent,
-                separators=None if separators is None else tuple(separators), strict_mode=bool(strict_mode),
-                max_whitespace=-1 if max_whitespace_cnt is None else max_whitespace_cnt)
+    options = dict(any_whitespace=bool(any_whitespace), indent=indent,
+                   separators=None if separators is None else tuple(separators), strict_mode=bool(strict_mode))
+    if max_whitespace_cnt is not None:
+        options["max_whitespace"] = max_whitespace_cnt
+    elif any_whitespace:
+        options["whitespace_pattern"] = UNBOUNDED_WHITESPACE
+    return options
+
+
+#: xgrammar's whitespace between JSON tokens without ``max_whitespace_cnt``: unbounded runs.
+UNBOUNDED_WHITESPACE = r"[ \t\n\r]*"
+
+
+def schema_ir(text: str, options: dict):
+    """``json_schema_to_ir`` of a schema's text with :func:`json_schema_options`' options.
+
+    Raises
+    ------
+    SchemaError, GrammarError
+        As :meth:`leapgen.GrammarCompiler.compile_json_schema`.
+    """
+    from leapgen.grammar.json import json_schema_to_ir
+    from leapgen.grammar.regex import parse_regex
+
+    kwargs = dict(options)
+    pattern = kwargs.pop("whitespace_pattern", None)
+    if pattern is not None:
+        kwargs["whitespace"] = parse_regex(pattern)
+    try:
+        return json_schema_to_ir(text, **kwargs)
+    except GrammarError:
+        raise
+    except ValueError as e:  # malformed layout options
+        raise GrammarError(str(e)) from None
 
 
 class Grammar:
@@ -183,17 +215,10 @@ class Grammar:
         GrammarError
             ``any_order=True``, a bad ``max_whitespace_cnt``.
         """
-        from leapgen.grammar.json import json_schema_to_ir
-
         text = schema_text(schema)
         options = json_schema_options(any_whitespace, indent, separators, strict_mode, max_whitespace_cnt,
                                       any_order)
-        try:
-            node, warnings = json_schema_to_ir(text, **options)
-        except GrammarError:
-            raise
-        except ValueError as e:  # malformed layout options
-            raise GrammarError(str(e)) from None
+        node, warnings = schema_ir(text, options)
         g = Grammar._make(node, ("json_schema", text, options), warnings)
         if print_converted_ebnf:
             print(str(g))
