@@ -94,6 +94,11 @@ class TokenizerInfo:
     add_prefix_space : bool, default False
         Whether the tokenizer prepends a space to the text it encodes.
 
+    An empty vocabulary (``TokenizerInfo([])``, xgrammar's way to build a
+    matcher that only accepts strings) is accepted, as in xgrammar: leapgen's
+    own :class:`leapgen.vocab.TokenizerInfo` refuses one, so :attr:`native`
+    holds a single padding id (never allowed); :attr:`vocab_size` stays 0.
+
     Raises
     ------
     TokenizerError
@@ -125,8 +130,12 @@ class TokenizerInfo:
         self._encoded = encoded
         self._decoded = decoded
         self._vocab_type = vocab_type
+        self._vocab_size = vocab_size
+        # leapgen's vocabulary refuses to be empty (no logits to mask); xgrammar's TokenizerInfo([]) is
+        # a matcher that only accepts strings: the native vocabulary underneath gets one padding id
+        # (special, never allowed), while vocab_size here stays 0
         self._native = NativeTokenizerInfo([None if t == "" or t == b"" else t for t in encoded],
-                                           vocab_type.native, vocab_size=vocab_size, stop_token_ids=stop,
+                                           vocab_type.native, vocab_size=max(vocab_size, 1), stop_token_ids=stop,
                                            special_token_ids=special, add_prefix_space=add_prefix_space)
         self._lock = threading.Lock()
         self._index = self._bind_compiler = self._jump = None
@@ -242,8 +251,9 @@ class TokenizerInfo:
 
     @property
     def vocab_size(self) -> int:
-        """The model's logits width (the bitmask covers ``ceil(vocab_size / 32)`` words)."""
-        return self._native.vocab_size
+        """The model's logits width (the bitmask covers ``ceil(vocab_size / 32)`` words); 0 for
+        an empty vocabulary, whose :attr:`native` one holds a single padding id."""
+        return self._vocab_size
 
     @property
     def add_prefix_space(self) -> bool:

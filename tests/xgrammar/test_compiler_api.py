@@ -52,6 +52,15 @@ def test_compile_entry_points(xgr):
     assert isinstance(compiled.grammar, xgr.Grammar) and compiled.memory_size_bytes > 0
 
 
+def test_empty_vocabulary_matches_strings(xgr):
+    # xgrammar.testing's _get_matcher_from_grammar: TokenizerInfo([]), a matcher that only accepts strings.
+    compiled = xgr.GrammarCompiler(xgr.TokenizerInfo([]), cache_enabled=False).compile_grammar('root ::= "a" [0-9]+')
+    m = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+    assert m.accept_string("a") and not m.is_terminated()
+    assert m.accept_string("12") and m.is_terminated()
+    assert not xgr.GrammarMatcher(compiled, terminate_without_stop_token=True).accept_string("b")
+
+
 def test_pydantic_schema(xgr):
     pydantic = pytest.importorskip("pydantic")
 
