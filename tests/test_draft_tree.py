@@ -60,7 +60,8 @@ def test_time_threshold(matcher, monkeypatch):
     monkeypatch.setattr(time, "perf_counter", lambda: float(next(clock)))
     bitmask = np.full((3, 1), -1, np.int32)
     assert not matcher.traverse_draft_tree([1, 2, -1], [-1, -1, -1], [C, AT, S], bitmask, time_threshold=5.0)
-    assert not bitmask.any()  # ran out before the root: nothing filled
+    assert _ids(bitmask[0]) == _expected_row(matcher, [])  # the root's row is filled before time is checked
+    assert not bitmask[1:].any()  # ran out before node 1: the rest zero
 
 
 def test_invalid_trees(matcher):

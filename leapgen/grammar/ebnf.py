@@ -240,7 +240,7 @@ class _Parser:
             except ValueError:
                 value = float("nan")
             if not (lo <= value <= hi):  # also refuses nan and inf
-                raise self.error(f"rule {rule!r}: temperature must be a finite number >= 0, got {text!r}", pos)
+                raise self.error(f"rule {rule!r}: temperature must be a finite non-negative number, got {text!r}", pos)
             return value
         if not re.fullmatch(r"[0-9]+", text) or not lo <= int(text) <= hi:
             raise self.error(f"rule {rule!r}: {key} must be an integer in [{lo}, {hi}], got {text!r}", pos)

@@ -5,7 +5,8 @@ child and its next sibling (-1 for none) and its draft token. Node 0 is the
 root, whose token the matcher has already accepted. Row ``i`` of the bitmask
 receives the tokens allowed after the path root..i; nodes whose token the
 parent's row forbids, nodes below them, nodes after a stop token and nodes
-left when time runs out get an all-zero row.
+left when time runs out get an all-zero row (time is checked from the
+first node below the root on, so the root's row is always filled, as in xgrammar).
 
 The walk is a depth-first search on a fork of the matcher, rolled back to the
 parent's depth before each sibling, so the caller's matcher never changes.
@@ -33,9 +34,9 @@ def temperature_array(temperatures, need: int, what: str) -> np.ndarray:
     elif getattr(temperatures, "device", None) is not None and temperatures.device.type == "cpu":
         arr = temperatures.numpy()
     else:
-        raise ValueError(f"{what} must be a float32 CPU tensor or numpy array")
+        raise ValueError(f"the {what} tensor must be a float32 CPU tensor or numpy array")
     if arr.dtype != np.float32 or arr.ndim != 1 or arr.shape[0] < need:
-        raise ValueError(f"{what} must be a one-dimensional float32 array of at least {need} entries, got "
+        raise ValueError(f"the {what} tensor must be one-dimensional float32 with at least {need} entries, got "
                          f"{arr.dtype} {tuple(arr.shape)}")
     return arr
 
@@ -62,6 +63,10 @@ def traverse_draft_tree(matcher, retrieve_next_token, retrieve_next_sibling, dra
         bad = [v for v in links if not -1 <= v < n or v == 0]
         if bad:
             raise ValueError(f"{what} holds {bad[0]}; entries are node indices in [1, {n}) or -1")
+    if next_sibling[0] != -1:
+        raise ValueError(f"retrieve_next_sibling[0] is {next_sibling[0]}; the root (node 0) has no sibling")
+    if len(bitmask.shape) != 2:
+        raise ValueError(f"bitmask must be two-dimensional (one row per node), got shape {tuple(bitmask.shape)}")
     arr = numpy_view(bitmask)
     rows = arr if arr is not None else np.zeros((n, bitmask.shape[1]), np.int32)
     if rows.shape[0] < n:
@@ -83,7 +88,7 @@ def traverse_draft_tree(matcher, retrieve_next_token, retrieve_next_sibling, dra
         visits += 1
         if visits > n:
             raise ValueError("the draft tree has a cycle")
-        if deadline is not None and time.perf_counter() > deadline:
+        if node != 0 and deadline is not None and time.perf_counter() > deadline:  # the root's row always
             completed = False
             break
         work.rollback(work.num_accepted_tokens - depth)

@@ -38,7 +38,7 @@ def _check_temperature(value, what: str) -> float | None:
         raise ValueError(f"{what} must be a number, got {type(value).__name__}")
     value = float(value)
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a finite number >= 0, got {value}")
+        raise ValueError(f"{what} must be a finite non-negative number, got {value}")
     return value
 
 
@@ -69,7 +69,7 @@ class GrammarMatcher:
         History kept for :meth:`rollback`; -1 keeps it all.
     default_temperature : float, optional
         The sampling temperature where no active grammar rule sets one (see
-        :attr:`temperature`); a finite number >= 0.
+        :attr:`temperature`); a finite non-negative number.
 
     Raises
     ------
@@ -398,13 +398,15 @@ class GrammarMatcher:
         Returns
         -------
         bool
-            False when the time threshold ran out (rows not reached are zero).
+            False when the time threshold ran out (rows not reached are zero;
+            the root's row is always filled).
 
         Raises
         ------
         ValueError
-            Arrays of different lengths, links outside the tree, a cycle, or a
-            bitmask with too few rows.
+            Arrays of different lengths, links outside the tree, a sibling of
+            the root, a cycle, or a bitmask that is not two-dimensional or has
+            too few rows.
 
         Notes
         -----

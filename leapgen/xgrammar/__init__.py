@@ -81,6 +81,10 @@ rule-options      EBNF ``capture``, ``lazy``, capture-suffix      Refused, namin
                   options; ``max_tokens=0`` means no budget.      returns ``[]``); ``max_tokens`` must be >= 1.
 zero-budget       Jump-forward ignores a ``max_chars=0`` rule     Jump-forward goes on past it (the rule can only
                   the forced text enters (stops at it).           be empty there).
+draft-tree        ``traverse_draft_tree`` leaves the rows of      Those rows are zeroed (a node whose path the
+                  nodes below a rejected node, and of nodes not   grammar rejects allows nothing).
+                  reached in time, as they were (an allocated
+                  bitmask: every token allowed).
 bad-ids           Stop ids outside the vocabulary are kept;       Refused (TokenizerError, a RuntimeError);
                   ``rollback(-1)`` does nothing.                  ``rollback(-1)`` raises RuntimeError.
 str               ``str(grammar)``: its normalized EBNF.          GBNF of leapgen's IR (another text of the same

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from leapgen.xgrammar.serialization import SERIALIZATION_VERSION
 
 _DEFAULT_DEPTH = 10_000
+_MAX_DEPTH = 1_000_000
 _lock = threading.Lock()
 _depth: int | None = None
 
@@ -20,7 +21,7 @@ def _env_depth() -> int:
         value = int(raw) if raw is not None else _DEFAULT_DEPTH
     except ValueError:
         return _DEFAULT_DEPTH
-    return value if 0 < value <= 1_000_000 else _DEFAULT_DEPTH
+    return value if 0 < value <= _MAX_DEPTH else _DEFAULT_DEPTH
 
 
 def get_max_recursion_depth() -> int:
@@ -39,12 +40,13 @@ def set_max_recursion_depth(max_recursion_depth: int) -> None:
 
     Raises
     ------
-    ValueError
-        Not a positive int.
+    RuntimeError
+        Not an int in [1, 1,000,000] (xgrammar's class and bound).
     """
     global _depth
-    if isinstance(max_recursion_depth, bool) or not isinstance(max_recursion_depth, int) or max_recursion_depth < 1:
-        raise ValueError(f"max_recursion_depth must be a positive int, got {max_recursion_depth!r}")
+    if (isinstance(max_recursion_depth, bool) or not isinstance(max_recursion_depth, int)
+            or not 0 < max_recursion_depth <= _MAX_DEPTH):
+        raise RuntimeError(f"max_recursion_depth must be an int in [1, {_MAX_DEPTH:,}], got {max_recursion_depth!r}")
     with _lock:
         _depth = max_recursion_depth
 

@@ -235,7 +235,18 @@ class GrammarMatcher:
         -------
         bool
             False when ``time_threshold`` ran out.
+
+        Raises
+        ------
+        RuntimeError
+            A tree tensor that is not int64 (xgrammar's dtype), or what
+            :meth:`leapgen.GrammarMatcher.traverse_draft_tree` refuses.
         """
+        for what, links in (("retrieve_next_token", retrieve_next_token),
+                            ("retrieve_next_sibling", retrieve_next_sibling), ("draft_tokens", draft_tokens)):
+            dtype = getattr(links, "dtype", None)
+            if dtype is not None and str(dtype) not in ("torch.int64", "int64"):
+                raise RuntimeError(f"{what} must be int64, got {dtype}")
         return _runtime_error(lambda: self._m.traverse_draft_tree(
             retrieve_next_token, retrieve_next_sibling, draft_tokens, token_bitmask, time_threshold,
             temperatures=temperatures))

@@ -142,7 +142,7 @@ def options_from_json(obj, names) -> dict:
             raise DeserializeFormatError(f"bad options of rule {name!r}")
         t, mt, mc = o.get("temperature"), o.get("max_tokens"), o.get("max_chars")
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf")):
-            raise DeserializeFormatError(f"rule {name!r}: temperature must be a finite number >= 0")
+            raise DeserializeFormatError(f"rule {name!r}: temperature must be a finite non-negative number")
         if mt is not None and (type(mt) is not int or not 1 <= mt <= 1_000_000):
             raise DeserializeFormatError(f"rule {name!r}: max_tokens must be an int in [1, 1000000]")
         if mc is not None and (type(mc) is not int or not 0 <= mc <= _MAX_INT):

@@ -32,7 +32,7 @@ def test_options_parse_and_keep_their_rule():
 
 
 @pytest.mark.parametrize("text, message", [
-    ('root[temperature=-1] ::= "a"', "finite number"), ('root[temperature=nan] ::= "a"', "finite number"),
+    ('root[temperature=-1] ::= "a"', "finite non-negative number"), ('root[temperature=nan] ::= "a"', "finite non-negative number"),
     ('root[max_tokens=0] ::= "a"', "max_tokens"), ('root[max_chars=1.5] ::= "a"', "max_chars"),
     ('root[capture] ::= "a"', "not supported"), ('root[lazy] ::= "a"', "not supported"),
     ('root[wat=1] ::= "a"', "unknown rule option"), ('root[temperature] ::= "a"', "needs a value"),

@@ -61,6 +61,17 @@ def test_empty_vocabulary_matches_strings(xgr):
     assert not xgr.GrammarMatcher(compiled, terminate_without_stop_token=True).accept_string("b")
 
 
+def test_recursion_depth_setting(xgr):
+    before = xgr.get_max_recursion_depth()
+    with xgr.max_recursion_depth(50):
+        assert xgr.get_max_recursion_depth() == 50
+    assert xgr.get_max_recursion_depth() == before
+    for bad in (-1, 0, 100_000_000):
+        with pytest.raises(RuntimeError):
+            xgr.set_max_recursion_depth(bad)
+    assert xgr.get_max_recursion_depth() == before
+
+
 def test_pydantic_schema(xgr):
     pydantic = pytest.importorskip("pydantic")
 

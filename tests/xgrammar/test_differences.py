@@ -170,6 +170,21 @@ def test_padding():
     assert words[X] == 0xFFFFFFFF and words[L] == 0b111
 
 
+def test_draft_tree():
+    import torch
+
+    rows = {}
+    for mod in (X, L):
+        m = mod.GrammarMatcher(_compile(mod, "ebnf", 'root ::= "a" "a"*', vocab=["</s>", "a", "b"]))
+        bitmask = mod.allocate_token_bitmask(4, 3)
+        # the root -> "b" (rejected) -> "a" (below it); the root -> "a"
+        assert m.traverse_draft_tree(torch.tensor([1, 2, -1, -1]), torch.tensor([-1, 3, -1, -1]),
+                                     torch.tensor([0, 2, 1, 1]), bitmask)
+        rows[mod] = [allowed(bitmask, 3, i).tolist() for i in range(4)]
+    assert rows[X] == [[1], [], [0, 1, 2], [0, 1]]  # node 2 keeps the allocated all-true row
+    assert rows[L] == [[1], [], [], [0, 1]]
+
+
 def test_lark():
     ignore = 'start: NAME "=" NUMBER\nNAME: /[a-z]+/\nNUMBER: /[0-9]+/\n%ignore " "'
     verdicts = {}

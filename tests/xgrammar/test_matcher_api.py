@@ -265,6 +265,38 @@ def test_traverse_draft_tree_matches_filling_each_path(xgr):
     assert m.accept_token(7)  # the matcher itself did not move
 
 
+def test_traverse_draft_tree_refuses_bad_trees(xgr):
+    import torch
+
+    m = _json_matcher(xgr)
+    first_child, tokens = torch.tensor([1, 2, -1]), torch.tensor([6, 7, 5])
+    bitmask = xgr.allocate_token_bitmask(3, len(VOCAB))
+    bad = [
+        (first_child, torch.tensor([-1, -1]), tokens, bitmask),  # lengths differ
+        (first_child, torch.tensor([-1, -1, -1], dtype=torch.int32), tokens, bitmask),  # not int64
+        (first_child, torch.tensor([-1, -1, -1]), tokens, bitmask[0].clone()),  # a one-dimensional bitmask
+        (first_child, torch.tensor([-1, -1, -1]), tokens, xgr.allocate_token_bitmask(2, len(VOCAB))),  # rows
+        (first_child, torch.tensor([1, -1, -1]), tokens, bitmask),  # the root has a sibling
+    ]
+    for args in bad:
+        with pytest.raises(RuntimeError):
+            m.traverse_draft_tree(*args)
+
+
+def test_traverse_draft_tree_timeout_still_fills_the_root(xgr):
+    import torch
+
+    info = xgr.TokenizerInfo(["a"], vocab_size=1, stop_token_ids=[])
+    compiled = xgr.GrammarCompiler(info).compile_grammar('root ::= "a" root | "a"')
+    n = 2000
+    first_child = torch.tensor(list(range(1, n)) + [-1])
+    bitmask = xgr.allocate_token_bitmask(n, 1)
+    m = xgr.GrammarMatcher(compiled)
+    assert m.traverse_draft_tree(first_child, torch.full((n,), -1), torch.zeros(n, dtype=torch.int64), bitmask,
+                                 time_threshold=1e-7) is False
+    assert allowed(bitmask, 1, 0).tolist() == [0]  # the root's row, filled before time is checked
+
+
 # -- the batch verbs ----------------------------------------------------------------------------------
 
 def test_batch_verbs(xgr):

@@ -153,3 +153,13 @@ def test_batch_fill_temperature_and_draft_tree(xgr):
 def test_invalid_rule_options_raise_runtime_error(xgr, grammar):
     with pytest.raises(RuntimeError):
         xgr.Grammar.from_ebnf(grammar)
+
+
+@pytest.mark.parametrize("temperature", [-0.1, float("inf"), float("nan")])
+def test_bad_temperatures_say_what_xgrammar_says(xgr, temperature):
+    # engines (and xgrammar's own tests) match the wording "finite non-negative"
+    compiled = xgr.GrammarCompiler(xgr.TokenizerInfo(["a"])).compile_grammar('root ::= "a"')
+    with pytest.raises(RuntimeError, match="finite non-negative"):
+        xgr.GrammarMatcher(compiled, default_temperature=temperature)
+    with pytest.raises(RuntimeError, match="finite non-negative"):
+        xgr.Grammar.from_ebnf(f'root[temperature={"-0.1" if temperature < 0 else "1e999"}] ::= "a"')
