@@ -35,6 +35,7 @@ from leapgen.automata.pda import Config
 from leapgen.automata.pda_stacks import EMPTY
 from leapgen.compiler.compiled import CompiledGrammar
 from leapgen.compiler.compiled_cfg import ContextFreeGrammar
+from leapgen.errors import GrammarError
 
 _MAX_CACHE = 1 << 14
 #: Below this many tokens long enough for a character budget to bite, the byte-by-byte walk of each
@@ -119,6 +120,9 @@ class BudgetedGrammar(CompiledGrammar):
     is_regular = False
 
     def __init__(self, pda, tokenizer_info, token_index, **kwargs):
+        if pda.guards:  # budgets come from EBNF only, which has no keyed objects: stacks here hold no keys
+            raise GrammarError("rule budgets (max_tokens / max_chars) are not supported in a grammar with "
+                               "keyed JSON objects (any_order, finite extra-key sets)")
         super().__init__(tokenizer_info, token_index, **kwargs)
         self.pda = pda
         self.plain = ContextFreeGrammar(pda, tokenizer_info, token_index, **kwargs)
@@ -199,7 +203,7 @@ class BudgetedGrammar(CompiledGrammar):
                     return EMPTY
                 out = memo.get(id(s))
                 if out is None:
-                    out = memo[id(s)] = push(base[s.rule] + s.state, convert(s.parent))
+                    out = memo[id(s)] = push(base[s.rule] + s.state, convert(s.parent))  # keys=0: no guards
                 return out
 
             got = tuple(sorted({convert(s) for s in config}))

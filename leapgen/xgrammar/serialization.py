@@ -151,8 +151,20 @@ def options_from_json(obj, names) -> dict:
     return out
 
 
+_KEYED = ("cannot serialize a grammar with keyed JSON objects (any_order=True, or a finite set of extra "
+          "keys): their keys are matcher state, which serialization does not write yet")
+
+
 def pda_to_json(pda: Pda) -> dict:
-    """A pushdown automaton as a JSON object: its rule names, rule DFAs and rule options."""
+    """A pushdown automaton as a JSON object: its rule names, rule DFAs and rule options.
+
+    Raises
+    ------
+    GrammarError
+        The automaton has key guards (keyed JSON objects), which are not serializable yet.
+    """
+    if pda.guards:
+        raise GrammarError(_KEYED)
     options = {n: o for n, o in zip(pda.names, pda.options) if o is not None}
     return {"names": list(pda.names), "max_stack_depth": int(pda.max_stack_depth),
             "dfas": [dfa_to_json(d) for d in pda.dfas], "options": options_to_json(options)}
@@ -295,8 +307,16 @@ def nodes_from_json(table) -> list[ir.Node]:
 
 
 def ir_to_json(grammar: ir.Node | ir.Grammar) -> dict:
-    """A regular term or a grammar of rules as a JSON object."""
+    """A regular term or a grammar of rules as a JSON object.
+
+    Raises
+    ------
+    GrammarError
+        The grammar has keyed JSON objects, which are not serializable yet.
+    """
     if isinstance(grammar, ir.Grammar):
+        if grammar.keyed:
+            raise GrammarError(_KEYED)
         names = list(grammar.rules)
         table, ids = nodes_to_json([grammar.rules[n] for n in names])
         return {"nodes": table, "rules": dict(zip(names, ids)), "root_rule": grammar.root,

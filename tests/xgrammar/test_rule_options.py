@@ -163,3 +163,15 @@ def test_bad_temperatures_say_what_xgrammar_says(xgr, temperature):
         xgr.GrammarMatcher(compiled, default_temperature=temperature)
     with pytest.raises(RuntimeError, match="finite non-negative"):
         xgr.Grammar.from_ebnf(f'root[temperature={"-0.1" if temperature < 0 else "1e999"}] ::= "a"')
+
+
+def test_budgets_refuse_key_guards():
+    """Budgets come from EBNF only, which has no keyed objects: budgeted stacks hold no keys, and a
+    budgeted automaton with key guards is refused by name."""
+    from types import SimpleNamespace
+
+    from leapgen.compiler.compiled_budget import BudgetedGrammar
+    from leapgen.errors import GrammarError
+
+    with pytest.raises(GrammarError, match="keyed JSON objects"):
+        BudgetedGrammar(SimpleNamespace(guards=True), None, None)

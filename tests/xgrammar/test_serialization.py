@@ -186,3 +186,22 @@ def test_round_trip_across_a_process_restart(tmp_path: Path):
         got = np.load(tmp_path / f"{name}.npy")
         assert np.array_equal(got, rows), name
         assert allowed(got, info.vocab_size, len(got) - 1).size > 0
+
+
+def test_keyed_objects_are_not_serializable_yet():
+    """A schema whose keys are matcher state (a finite set of extra keys, never repeated) refuses to
+    serialize by name rather than dropping its key guards; an automaton read back has none."""
+    from leapgen.automata.pda import Pda
+    from leapgen.errors import GrammarError
+
+    schema = {"type": "object", "propertyNames": {"pattern": "^[a-c]$"},
+              "additionalProperties": {"type": "integer"}, "minProperties": 2}
+    grammar = xgr.Grammar.from_json_schema(json.dumps(schema))
+    with pytest.raises(GrammarError, match="keyed JSON objects"):
+        grammar.serialize_json()
+    compiled = xgr.GrammarCompiler(_info()).compile_json_schema(json.dumps(schema))
+    with pytest.raises(GrammarError, match="keyed JSON objects"):
+        compiled.serialize_json()
+    pda = Pda.from_rule_dfas(["root"], [Pda(xgr.Grammar.from_ebnf('root ::= "(" root ")" | "x"')._ir,
+                                            max_states=1000).dfas[0]])
+    assert not pda.guards
