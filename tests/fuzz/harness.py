@@ -18,7 +18,7 @@ brute-force walk written here.
   every token; :func:`check_jump_forward`: the forced string is a prefix of
   every continuation (the tokens allowed, and the strings through the state).
 - :func:`leapgen_strings`: complete strings walked out of leapgen's automaton.
-- :class:`Report` / :func:`shrink`: counts for the note, and a failing case
+- :class:`Report` / :func:`shrink` / :func:`shrink_failure`: counts for the note, and a failing case
   reduced to a small reproducer before it is reported.
 """
 
@@ -292,6 +292,27 @@ def shrink(case, fails, smaller, budget: int = 150):
             if calls >= budget:
                 break
     return case
+
+
+def shrink_failure(first: Failure, case, check, smaller, budget: int = 150) -> Failure:
+    """``first`` again, on the smallest reduction of ``case`` (:func:`shrink` over ``smaller``) that
+    ``check`` (which raises :class:`Failure`) still fails the same way; ``first`` itself when ``case``
+    no longer does (its rewrite for shrinking may not)."""
+    def fails(c):
+        try:
+            check(c)
+        except Failure as f:
+            return f.check == first.check
+        return False
+
+    if not fails(case):
+        return first
+    small = shrink(case, fails, smaller, budget)
+    try:
+        check(small)
+    except Failure as f:
+        return f
+    return first
 
 
 def shorter_texts(text):

@@ -40,7 +40,7 @@ from leapgen import GrammarError, GrammarMatcher, RegexError, StackDepthError
 
 from . import regex_gen as rg
 from .harness import (REAL_FAMILIES, REPORTS, Brute, Failure, check_jump_forward, check_mask, chunks,
-                      leapgen_completion, leapgen_strings, run_seeds, shrink, verdict, vocab)
+                      leapgen_completion, leapgen_strings, run_seeds, shrink_failure, verdict, vocab)
 
 CI_SEEDS = range(0, 600)
 SLOW_SEEDS = range(100_000, 104_000)
@@ -172,25 +172,12 @@ def run_seed(seed: int, report) -> None:
 
 def _shrunk(first: Failure, tree, state, seed: int) -> Failure:
     """The failure again, on the smallest tree (written without escapes) and input that still fail."""
-    def fails(t):
+    def run(t):
         rng = random.Random()
         rng.setstate(state)
-        try:
-            check_pattern(t, rg.ecma(t), rng, seed, REPORTS["(shrinking)"])
-        except Failure as f:
-            return f.check == first.check
-        return False
+        check_pattern(t, rg.ecma(t), rng, seed, REPORTS["(shrinking)"])
 
-    if not fails(tree):
-        return first
-    small = shrink(tree, fails, rg.children)
-    rng = random.Random()
-    rng.setstate(state)
-    try:
-        check_pattern(small, rg.ecma(small), rng, seed, REPORTS["(shrinking)"])
-    except Failure as f:
-        return f
-    return first
+    return shrink_failure(first, tree, run, rg.children)
 
 
 @pytest.mark.parametrize("seeds", chunks(CI_SEEDS, CHUNK), ids=lambda s: f"seeds{s.start}-{s.stop - 1}")

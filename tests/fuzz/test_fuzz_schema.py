@@ -46,7 +46,7 @@ from tests.conformance.key_order import schema_order
 from . import regex_gen as rg
 from . import schema_gen as sg
 from .harness import (REAL_FAMILIES, REPORTS, Brute, Failure, check_jump_forward, check_mask, chunks,
-                      leapgen_strings, run_seeds, shrink, verdict, vocab)
+                      leapgen_strings, run_seeds, shrink_failure, verdict, vocab)
 
 CI_SEEDS = range(0, 160)
 SLOW_SEEDS = range(300_000, 303_000)
@@ -305,20 +305,9 @@ def _shrunk(first: Failure, schema, patterns, any_order: bool, state, seed: int)
         rng.setstate(state)
         check_schema(s, patterns, any_order, rng, seed, REPORTS["(shrinking)"])
 
-    def fails(s):
-        try:
-            run(s)
-        except Failure as f:
-            return f.check == first.check
-        return False
-
-    small = shrink(schema, fails, lambda s: list(smaller_schemas(s)))
-    try:
-        run(small)
-    except Failure as f:
-        f.detail += f" (any_order={any_order})"
-        return f
-    return first
+    failure = shrink_failure(first, schema, run, lambda s: list(smaller_schemas(s)))
+    failure.detail += f" (any_order={any_order})"
+    return failure
 
 
 @pytest.mark.parametrize("seeds", chunks(CI_SEEDS, CHUNK), ids=lambda s: f"seeds{s.start}-{s.stop - 1}")
