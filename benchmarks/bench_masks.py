@@ -239,6 +239,9 @@ def main(argv=None) -> int:
                                                                           "10,000 choices)")
     p.add_argument("--no-strict", action="store_true", help="JSON Schemas with strict_mode=False (the spec's "
                                                             "additionalProperties default)")
+    p.add_argument("--any-order", action="store_true", help="JSON Schemas with any_order=True (properties in "
+                                                            "any order, each once; instances fed in their own key "
+                                                            "order; backends without the option refuse them)")
     p.add_argument("--no-freeze", action="store_true", help="leave the worker's start-up objects to the garbage "
                                                             "collector (by default frozen after the warm-up, as "
                                                             "leapgen serve freezes its start-up)")
@@ -283,7 +286,8 @@ def main(argv=None) -> int:
     progress = None
     if args.out:
         workload = {"grammars": [g.name for g in grammars], "tokens": n_tokens, "tokenizer": args.tokenizer,
-                    "strict": not args.no_strict, "freeze": not args.no_freeze, "backends": names}
+                    "strict": not args.no_strict, "freeze": not args.no_freeze, "backends": names,
+                    **({"any_order": True} if args.any_order else {})}
         progress = Progress(Path(args.out + ".progress.jsonl"), workload, args.resume)
     results = {}
     for name in names:
@@ -293,7 +297,7 @@ def main(argv=None) -> int:
             results[name] = before
             continue
         job = runner.Job(name, grammars, tokens, warmup, info, hf_tokenizer, strict=not args.no_strict,
-                         freeze=not args.no_freeze, done=set(before["grammars"]),
+                         any_order=args.any_order, freeze=not args.no_freeze, done=set(before["grammars"]),
                          failed={g for g, r in before["grammars"].items() if "error" in r})
         got = run_backend(job, progress.recorder(name) if progress else None)
         results[name] = {**before, **got, "grammars": {**before["grammars"], **got["grammars"]}}

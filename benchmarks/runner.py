@@ -42,6 +42,9 @@ class Job:
         The vocabulary, as leapgen and Hugging Face see it.
     strict : bool
         ``strict_mode`` for JSON Schemas.
+    any_order : bool
+        ``any_order`` for JSON Schemas (properties in any order; a backend
+        without the option refuses every schema).
     backend_options : dict
     done : set of int
         Grammars with a result already (from an earlier worker of this job,
@@ -59,6 +62,7 @@ class Job:
     tokenizer_info: object
     hf_tokenizer: object
     strict: bool = True
+    any_order: bool = False
     backend_options: dict = field(default_factory=dict)
     done: set = field(default_factory=set)
     failed: set = field(default_factory=set)
@@ -73,12 +77,13 @@ def _rss_mib(field_name: str = "VmRSS") -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def compile_grammar(backend, grammar, strict: bool):
-    """The backend's compiled handle for a workload grammar."""
+def compile_grammar(backend, grammar, job: Job):
+    """The backend's compiled handle for a workload grammar (JSON Schemas with the job's options)."""
     if grammar.kind == "regex":
         return backend.compile_regex(grammar.source)
     if grammar.kind == "json_schema":
-        return backend.compile_json_schema(grammar.source, any_whitespace=False, strict_mode=strict)
+        return backend.compile_json_schema(grammar.source, any_whitespace=False, strict_mode=job.strict,
+                                           any_order=job.any_order)
     if grammar.kind == "ebnf":
         return backend.compile_grammar(grammar.source)
     if grammar.kind == "choice":  # leapgen's trie; a peer gets the escaped alternation, as vLLM hands it over
@@ -199,7 +204,7 @@ def leapgen_new_state_batch(job: Job, grammars, token_lists, size: int = 64, tri
             handles = []
             for grammar, ids in zip(grammars, token_lists):
                 try:
-                    handles.append((compile_grammar(backend, grammar, job.strict), ids[0]))
+                    handles.append((compile_grammar(backend, grammar, job), ids[0]))
                 except GrammarError:
                     continue
             states = _batch_states(backend, handles, size)
@@ -248,7 +253,7 @@ def worker_main(job: Job, conn) -> None:
     stop_id = job.tokenizer_info.stop_token_ids[0]
     record_states = job.backend == "leapgen"
     for grammar, token_lists in job.warmup:
-        walk(backend, compile_grammar(backend, grammar, job.strict), token_lists, stop_id, record_states=False)
+        walk(backend, compile_grammar(backend, grammar, job), token_lists, stop_id, record_states=False)
     if job.freeze:  # as leapgen serve does after its start-up: the imports' ~300k objects out of full collections
         gc.collect()
         gc.freeze()
@@ -263,7 +268,7 @@ def worker_main(job: Job, conn) -> None:
         bitmask = backend.allocate_bitmask(1)
         t = time.perf_counter()
         try:
-            compiled = compile_grammar(backend, grammar, job.strict)
+            compiled = compile_grammar(backend, grammar, job)
             backend.new_state(compiled).fill_next_token_bitmask(bitmask, 0)
         except GrammarError as e:
             conn.send(("grammar", g, {"error": f"{type(e).__name__}: {e}"[:300]}))
@@ -289,7 +294,7 @@ def worker_main(job: Job, conn) -> None:
             handles += [(compiled, ids) for ids, r in zip(job.tokens[g], result["rejected"]) if r is None]
     for g in sorted(job.done):  # walked before (another worker, an earlier run): recompile the fixed ones that worked
         if job.grammars[g].group in ("regex", "schema") and g not in job.failed:
-            compiled = compile_grammar(backend, job.grammars[g], job.strict)
+            compiled = compile_grammar(backend, job.grammars[g], job)
             handles += [(compiled, ids) for ids in job.tokens[g]]
     gc.callbacks.remove(pauses)
     conn.send(("batch", batch_fill(backend, handles)))

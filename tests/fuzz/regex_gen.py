@@ -272,14 +272,20 @@ def compile_oracle(node):
     return regex.compile(oracle(node))
 
 
-def has_look(node) -> bool:
-    """Whether a lookahead occurs (the ``regex`` module's partial matching is not exact there)."""
-    if node[0] == "look":
+def partial_inexact(node) -> bool:
+    """Whether the ``regex`` module's partial matching may be inexact on the tree: it says "partial"
+    wherever its backtracking reaches the end of the text, also where no extension can match, so a
+    construct that can fail where the text could go on (a lookahead, an anchor, ``[]``, which matches
+    nothing) makes its ``partial=True`` verdict an over-approximation (``^|a*[]`` on ``a``)."""
+    kind = node[0]
+    if kind in ("look", "anchor"):
         return True
-    if node[0] in ("seq", "alt"):
-        return any(has_look(t) for t in node[1])
-    if node[0] in ("group", "quant"):
-        return has_look(node[1])
+    if kind in ("lit", "dot", "esc", "class"):
+        return not class_ranges(node)
+    if kind in ("seq", "alt"):
+        return any(partial_inexact(t) for t in node[1])
+    if kind in ("group", "quant"):
+        return partial_inexact(node[1])
     return False
 
 

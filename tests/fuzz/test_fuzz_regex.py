@@ -11,10 +11,12 @@ the ``regex`` module with ECMAScript's meaning. Checked:
 - per-token verdicts at prefixes of accepted strings, every token of the toy
   vocabulary that decodes as text: ``accept_token`` against
   ``regex.fullmatch(p, prefix + token, partial=True)``. The ``regex``
-  module's partial matching is not exact where a lookahead reaches the end
-  of the text so far (``(?=(?=z\u2028))`` on ``"z"``: a partial match,
-  though no string matches; ``(?!a$)\w+`` on ``"a"``: none, though ``"ab"``
-  matches), so with lookaheads a disagreement is settled by a witness:
+  module's partial matching is not exact where a construct can fail after
+  the text so far: a lookahead reaching its end (``(?=(?=z\u2028))`` on
+  ``"z"``: a partial match, though no string matches; ``(?!a$)\w+`` on
+  ``"a"``: none, though ``"ab"`` matches), an anchor or ``[]`` (``^|a*[]``
+  on ``"a"``: a partial match; see ``regex_gen.partial_inexact``), so with
+  those a disagreement is settled by a witness:
   leapgen's shortest completion, which the oracle must match in full, or an
   extension the oracle finds (a bounded search over the pattern's own
   characters), which leapgen must accept; one neither finds is counted
@@ -109,7 +111,7 @@ def check_pattern(tree, pattern: str, rng: random.Random, seed: int, report) -> 
     report.strings += len(strings)
     if not accepted:
         return
-    looks = rg.has_look(tree)
+    inexact = rg.partial_inexact(tree)
     pool = rg.char_pool(tree)
     prefixes = [""] + [s[:rng.randint(0, len(s))] for s in rng.sample(accepted, min(2, len(accepted)))]
     toy_brute = Brute(compiled, toy)
@@ -125,14 +127,14 @@ def check_pattern(tree, pattern: str, rng: random.Random, seed: int, report) -> 
             report.token_verdicts += 1
             if got == want:
                 continue
-            if looks and got:  # settle the oracle's inexact partial match with leapgen's completion
+            if inexact and got:  # settle the oracle's inexact partial match with leapgen's completion
                 fork = matcher.fork()
                 fork.accept_token(t)
                 tail = leapgen_completion(compiled, fork.state)
                 if tail is not None and _oracle_full(ora, prefix + text + tail.decode("utf-8")):
                     report.notes["partial verdicts settled by a witness"] += 1
                     continue
-            if looks and not got:
+            if inexact and not got:
                 witness = _oracle_extension(ora, prefix + text, pool)
                 if witness is None:
                     report.notes["partial verdicts the oracle could not witness"] += 1
