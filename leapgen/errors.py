@@ -75,6 +75,16 @@ class StackDepthError(LeapgenError, ValueError):
     never allow such a token; accepting one (or such a string) raises this."""
 
 
+class AmbiguityLimitError(LeapgenError, ValueError):
+    """Input makes an ambiguous context-free grammar follow more parse stacks at
+    once than the limit (:data:`leapgen.automata.pda.MAX_CONFIG_STACKS`). Some
+    grammars (a rule that can recur in several ways over the same bytes,
+    ``root ::= ([a-z]{1,3} root r1 | [a-z]){1,3}``) have a number of parses
+    exponential in the input's length; the message names the rules on top of
+    the stacks. Raised where a configuration is expanded (accepting, filling a
+    mask); the request that needs it fails alone and the grammar stays usable."""
+
+
 class TokenizerError(LeapgenError, ValueError, RuntimeError):
     """A tokenizer or vocabulary cannot be understood (also a ``ValueError``
     and a ``RuntimeError``, see the module docstring)."""

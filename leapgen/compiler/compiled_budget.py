@@ -222,6 +222,11 @@ class BudgetedGrammar(CompiledGrammar):
         (frames, complete, pruned)
             The stacks that can consume a byte, whether the input may end here,
             whether some occurrence was made to end. Pure.
+
+        Raises
+        ------
+        AmbiguityLimitError
+            More than ``pda.max_config_stacks`` stacks (see :meth:`Pda.expand`).
         """
         pda = self.pda
         limit = pda.max_stack_depth if max_depth is None else max_depth
@@ -233,6 +238,8 @@ class BudgetedGrammar(CompiledGrammar):
             if s in seen:
                 continue
             seen.add(s)
+            if len(seen) > pda.max_config_stacks:
+                raise pda.ambiguity_error(x.rule for x in seen)
             r, q = s.rule, s.state
             if pda.has_bytes[r][q]:
                 frames.append(s)

@@ -7,7 +7,10 @@ import gc
 
 import pytest
 
-from leapgen import GrammarCompiler, GrammarMatcher
+import numpy as np
+
+from leapgen import AmbiguityLimitError, GrammarCompiler, GrammarMatcher
+from leapgen.automata.pda import MAX_CONFIG_STACKS
 from leapgen.automata.pda_stacks import EMPTY, StackStore, StackStoreFullError
 
 JSON_GBNF = r'''
@@ -51,6 +54,32 @@ def test_the_store_is_bounded_with_a_clear_error():
     assert len(store) == 4 and store.push(0, EMPTY) == first  # a stack met before needs no room
     with pytest.raises(StackStoreFullError, match="parse-stack store is full"):
         store.push(99, s)
+
+
+#: Grammars whose parses multiply with the input (issue 15, GBNF fuzz seed 88, then a small one of its shape).
+AMBIGUOUS = [
+    ('root ::= "]^\U00010000" "\u0800"{2,} | [1]{0,2} [^9]* | ([ A-Za-z]{1,3} root r1 | [^\\x0A]){1,3} '
+     '[a-z0-9] [a-z0-9]\nr1 ::= ([\\--\u00df] [a-z]{0,2} "\\\\" | [^*"/-{] root) | "" root\n'
+     'r2 ::= ([y-\u00df] | "@" | "\\u2028") s3\ns3 ::= "" | [a-z0-9]{1,2} s3\n', b"ab" * 20),
+    ('root ::= ([a-z]{1,3} root r1 | [a-z]){1,3}\nr1 ::= "" root\n', b"a" * 40),
+]
+
+
+@pytest.mark.parametrize("grammar, text", AMBIGUOUS, ids=["fuzz-seed-88", "small"])
+def test_parses_that_multiply_are_refused_by_name_and_the_grammar_stays_usable(toy_info, grammar, text):
+    """An exponentially ambiguous grammar: the stacks of one configuration are bounded
+    (``AmbiguityLimitError`` naming the rules), long before the grammar's shared stack store fills
+    (seed 88 filled its 1,048,576 stacks after 12 bytes, then every request on the grammar failed)."""
+    compiled = GrammarCompiler(toy_info).compile_grammar(grammar)
+    matcher = GrammarMatcher(compiled)
+    bitmask = np.zeros((1, (toy_info.vocab_size + 31) // 32), np.int32)
+    with pytest.raises(AmbiguityLimitError, match=r"too ambiguous .* rules 'root' \("):
+        for i in range(len(text)):  # byte by byte, a mask at each: whichever expands first refuses
+            assert matcher.accept_string(text[i:i + 1])
+            matcher.fill_next_token_bitmask(bitmask)
+    assert len(compiled.pda.stacks) < 8 * MAX_CONFIG_STACKS
+    fresh = GrammarMatcher(compiled)
+    assert fresh.accept_string(text[:4]) and fresh.fill_next_token_bitmask(bitmask) is not None
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ import random
 import lark
 import pytest
 
-from leapgen import CompileLimitError, GrammarError, GrammarMatcher
+from leapgen import AmbiguityLimitError, CompileLimitError, GrammarError, GrammarMatcher
 
 from . import gbnf_gen as gg
 from .harness import (REAL_FAMILIES, REPORTS, Brute, Failure, check_jump_forward, check_mask, chunks,
@@ -52,7 +52,20 @@ def lark_accepts(parser, text: str) -> bool:
 
 
 def check_grammar(rules: dict, rng: random.Random, seed: int, report) -> None:
-    """Every check of the module docstring on one grammar; raises :class:`Failure` (not shrunk)."""
+    """Every check of the module docstring on one grammar; raises :class:`Failure` (not shrunk).
+
+    A grammar whose parses multiply past leapgen's ``max_config_stacks`` on some input leapgen meets
+    (``AmbiguityLimitError``, a documented refusal: seed 88, ``root ::= ... ([ A-Za-z]{1,3} root r1 |
+    [^\\x0A]){1,3} ...`` with ``r1 ::= ... | "" root``, had 5,847 stacks after 8 bytes and filled the
+    1,048,576-stack store after 12) is counted in the report's notes and its remaining checks skipped:
+    the checks made before the refusal stand."""
+    try:
+        _check_grammar(rules, rng, seed, report)
+    except AmbiguityLimitError:
+        report.notes["refused as too ambiguous (AmbiguityLimitError)"] += 1
+
+
+def _check_grammar(rules: dict, rng: random.Random, seed: int, report) -> None:
     text = gg.gbnf(rules)
     heights = gg.min_heights(rules)
     toy = vocab("toy")
