@@ -28,9 +28,14 @@ import decimal
 import json
 import random
 
+import regex
+
 from . import regex_gen as rg
 
 NAMES = ["a", "b", "c", "id", "x-1", "x-2", "é", "name", "k"]
+#: Key patterns with a small finite language (each in :func:`_parse_known`), and names for ``enum``/``const``.
+FINITE_PATTERNS = ["^[a-c]$", "^(a|bc)$", "^x-[12]$", "^é?[0-9]{2}$"]
+FINITE_NAMES = ["a", "b", "c", "id", "zz", "x-1", "é"]
 FORMAT_EXAMPLES = {
     "date": ["2024-02-29", "1999-12-31"], "time": ["23:59:59Z", "08:30:00.5+02:00"],
     "date-time": ["2024-01-01T00:00:00Z", "1990-06-15T12:30:45.25-05:00"], "email": ["a@b.io", "jo.e+x@mail.example.com"],
@@ -88,6 +93,8 @@ class SchemaGen:
 
     def object(self, depth: int) -> dict:
         rng = self.rng
+        if rng.random() < 0.25:
+            return self.keyed_object(depth)
         names = rng.sample(NAMES, rng.randint(0, 4))
         out: dict = {"type": "object"}
         if names:
@@ -111,6 +118,39 @@ class SchemaGen:
                 out["maxProperties"] = lo + rng.randint(0, 2)
         if names and rng.random() < 0.1:
             out["dependentRequired"] = {names[0]: [rng.choice(NAMES)]}
+        return out
+
+    def keyed_object(self, depth: int) -> dict:
+        """An object whose extra keys form a small finite set (``propertyNames`` with a finite pattern, an
+        ``enum`` or a ``const``; or ``patternProperties`` with ``additionalProperties: false``), mostly with
+        ``minProperties``/``maxProperties``: where a repeated key must not count (issue 15, fault 3)."""
+        rng = self.rng
+        names = rng.sample(NAMES, rng.choice([0, 0, 1, 2]))
+        out: dict = {"type": "object"}
+        if names:
+            out["properties"] = {n: self.schema(depth + 1) for n in names}
+            if rng.random() < 0.4:
+                out["required"] = rng.sample(names, rng.randint(1, len(names)))
+        if rng.random() < 0.7:
+            out["propertyNames"] = rng.choice([{"pattern": rng.choice(FINITE_PATTERNS)},
+                                               {"enum": rng.sample(FINITE_NAMES, rng.randint(1, 4))},
+                                               {"const": rng.choice(FINITE_NAMES)}])
+            r = rng.random()
+            if r < 0.6:
+                out["additionalProperties"] = self.scalar()
+            elif r < 0.75:
+                out["additionalProperties"] = False
+        else:
+            pattern = rng.choice(FINITE_PATTERNS)
+            self.patterns.setdefault(pattern, _parse_known(pattern))
+            out["patternProperties"] = {pattern: self.scalar()}
+            out["additionalProperties"] = False
+        if rng.random() < 0.85:
+            lo = rng.choice([0, 1, 2, 2, 3])
+            if rng.random() < 0.8:
+                out["minProperties"] = lo
+            if rng.random() < 0.5:
+                out["maxProperties"] = lo + rng.randint(0, 2)
         return out
 
     def array(self, depth: int) -> dict:
@@ -195,6 +235,9 @@ def _parse_known(text: str):
                                 ("quant", ("esc", "S"), 1, None, False), ("anchor", "$")]),
         "[^\\s]{2}": ("seq", [("quant", ("class", [("esc", "s")], True), 2, 2, False)]),
         "^p": ("seq", [("anchor", "^"), ("lit", "p")]),
+        "^(a|bc)$": ("seq", [("anchor", "^"), ("group", ("alt", [("seq", lit("a")), ("seq", lit("bc"))]), True),
+                             ("anchor", "$")]),
+        "^x-[12]$": ("seq", [("anchor", "^"), *lit("x-"), ("class", [("range", 49, 50)], False), ("anchor", "$")]),
     }
     return trees[text]
 
@@ -270,11 +313,17 @@ def _object(schema: dict, rng: random.Random, root: dict, patterns: dict, depth:
     names = set(schema.get("required", [])) | {n for n in props if rng.random() < 0.5}
     out = {n: instance(props.get(n, {}), rng, root, patterns, depth + 1) for n in sorted(names)}
     extra = schema.get("additionalProperties", True)
-    for _ in range(rng.randint(0, 2)):
-        if extra is not False or schema.get("patternProperties"):
-            key = rng.choice(["a", "b", "c", "zz", "x-9", "q"])
+    pattern_props = schema.get("patternProperties", {})
+    names = schema.get("propertyNames", {})
+    keys = ["a", "b", "c", "zz", "x-9", "q", "bc", "x-1", "x-2", "12"]
+    keys += names.get("enum", []) + ([names["const"]] if "const" in names else [])
+    for _ in range(rng.randint(0, 2) + schema.get("minProperties", 0)):
+        if extra is not False or pattern_props:
+            key = rng.choice(keys)
             if key not in out:
-                out[key] = instance(extra if isinstance(extra, dict) else {}, rng, root, patterns, depth + 1)
+                sub = next((s for p, s in pattern_props.items() if p in patterns and regex.search(rg.oracle(patterns[p]), key)),
+                           extra)
+                out[key] = instance(sub if isinstance(sub, dict) else {}, rng, root, patterns, depth + 1)
     keys = list(out)
     rng.shuffle(keys)
     return {k: out[k] for k in keys}
@@ -311,3 +360,47 @@ def layout(value) -> str:
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     return _number(value)
+
+
+def repeated_key_texts(value, rng: random.Random) -> list[str]:
+    """Texts of ``value`` (laid out as :func:`layout`) with one of its objects, at any depth, writing a key
+    twice: a member's key replaced by another member's (as many members, one key fewer: what a
+    ``minProperties`` that counts members instead of keys lets through, issue 15 fault 3), and a member
+    repeated at the end with another member's value. Empty when ``value`` holds no object with a member."""
+    objects = []
+
+    def find(v, path):
+        if isinstance(v, dict):
+            if v:
+                objects.append(path)
+            for k, x in v.items():
+                find(x, path + (k,))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                find(x, path + (i,))
+
+    find(value, ())
+    if not objects:
+        return []
+    path = rng.choice(objects)
+    node = value
+    for step in path:
+        node = node[step]
+    pairs = list(node.items())
+    i = rng.randrange(len(pairs))
+    j = rng.randrange(len(pairs))
+    renamed = [(pairs[j][0] if n == i else k, x) for n, (k, x) in enumerate(pairs)]
+    appended = pairs + [(pairs[i][0], pairs[j][1])]
+    return [_layout_at(value, path, p) for p in ((renamed, appended) if len(pairs) > 1 else (appended,))]
+
+
+def _layout_at(value, path: tuple, pairs: list) -> str:
+    """:func:`layout` of ``value`` with the object at ``path`` written as the member list ``pairs``."""
+    if not path:
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + layout(x) for k, x in pairs) + "}"
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + (_layout_at(x, rest, pairs) if k == head
+                                                                          else layout(x))
+                              for k, x in value.items()) + "}"
+    return "[" + ",".join(_layout_at(x, rest, pairs) if i == head else layout(x) for i, x in enumerate(value)) + "]"
