@@ -356,7 +356,7 @@ class Pda:
                 t[:, dead_cols] = -1
                 d = minimize(Dfa(t, d.accepting, d.start))
             out.append(d)
-        return out
+        return self._dead_if_empty(out, n)  # an unproductive rule minimizes to no state at all
 
     @staticmethod
     def _reaches_accept(d: Dfa, call_cols: list[int]) -> bool:

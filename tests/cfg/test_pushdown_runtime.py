@@ -82,6 +82,19 @@ def test_parses_that_multiply_are_refused_by_name_and_the_grammar_stays_usable(t
     assert fresh.accept_string(text[:4]) and fresh.fill_next_token_bitmask(bitmask) is not None
 
 
+@pytest.mark.parametrize("grammar", ['root ::= r1 | "a"\nr1 ::= "b" r1\n',
+                                     'root ::= r1 root | "a"\nr1 ::= "b" r1 | "c" r1\n',
+                                     'root ::= "a" | r1\nr1 ::= ""? r1 "b"\n'])
+def test_a_rule_that_never_finishes_is_dropped_where_it_is_called(toy_info, grammar):
+    """A rule that only ever calls itself derives nothing: the calls of it go, the rest of the grammar
+    stays (issue 15, GBNF fuzz seeds 200022, 200299 and 200362: its automaton minimized to no state at all,
+    and the left-recursion check raised IndexError)."""
+    compiled = GrammarCompiler(toy_info).compile_grammar(grammar)
+    m = GrammarMatcher(compiled)
+    assert m.accept_string("a") and m.is_completed()
+    assert not GrammarMatcher(compiled).accept_string("b")
+
+
 @pytest.fixture(scope="module")
 def json_grammar(toy_info):
     return GrammarCompiler(toy_info).compile_grammar(JSON_GBNF)
