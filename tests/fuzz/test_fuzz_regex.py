@@ -45,7 +45,7 @@ from .harness import (REAL_FAMILIES, REPORTS, Brute, Failure, check_jump_forward
                       leapgen_completion, leapgen_strings, run_seeds, shrink_failure, verdict, vocab)
 
 CI_SEEDS = range(0, 600)
-SLOW_SEEDS = range(100_000, 104_000)
+SLOW_SEEDS = range(100_000, 110_000)  # ~0.09 s a seed on one core: ~16 min (see test_fuzz_gbnf.py)
 CHUNK = 100
 REFUSALS = ("lookahead", "anchor")  # what leapgen may refuse in the generated trees (see regex_gen)
 

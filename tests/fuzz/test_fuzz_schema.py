@@ -55,7 +55,7 @@ from .harness import (REAL_FAMILIES, REPORTS, Brute, Failure, check_jump_forward
                       leapgen_strings, run_seeds, shrink_failure, verdict, vocab)
 
 CI_SEEDS = range(0, 160)
-SLOW_SEEDS = range(300_000, 303_000)
+SLOW_SEEDS = range(300_000, 312_000)  # ~0.04 s a seed on one core: ~8 min (see test_fuzz_gbnf.py)
 CHUNK = 40
 
 
