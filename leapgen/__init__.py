@@ -20,7 +20,8 @@ from leapgen.version import __version__
 _EXPORTS = {
     "allocate_token_bitmask": "leapgen.bitmask", "apply_token_bitmask_inplace": "leapgen.bitmask",
     "CompiledGrammar": "leapgen.compiler", "GrammarCompiler": "leapgen.compiler",
-    "AmbiguityLimitError": "leapgen.errors", "CompileLimitError": "leapgen.errors", "GrammarError": "leapgen.errors", "LeapgenError": "leapgen.errors",
+    "AmbiguityLimitError": "leapgen.errors", "CompileLimitError": "leapgen.errors", "GrammarError": "leapgen.errors",
+    "LeapgenError": "leapgen.errors",
     "RegexError": "leapgen.errors", "SchemaError": "leapgen.errors", "StackDepthError": "leapgen.errors",
     "StructuralTagError": "leapgen.errors", "TokenizerError": "leapgen.errors",
     "BatchGrammarMatcher": "leapgen.matcher", "GrammarMatcher": "leapgen.matcher",

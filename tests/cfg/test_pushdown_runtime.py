@@ -82,6 +82,19 @@ def test_parses_that_multiply_are_refused_by_name_and_the_grammar_stays_usable(t
     assert fresh.accept_string(text[:4]) and fresh.fill_next_token_bitmask(bitmask) is not None
 
 
+def test_a_budgeted_grammar_bounds_its_parses_too(toy_info):
+    """The budgeted runtime (a rule with ``max_chars``) has its own expansion: the same bound, by name."""
+    compiled = GrammarCompiler(toy_info).compile_grammar(
+        'root ::= "<" q ">"\nq[max_chars=60] ::= ([a-z]{1,3} q r1 | [a-z]){1,3}\nr1 ::= "" q\n')
+    matcher = GrammarMatcher(compiled)
+    assert matcher.accept_string("<")
+    with pytest.raises(AmbiguityLimitError, match=r"too ambiguous .* rules 'q' \("):
+        for _ in range(40):
+            assert matcher.accept_string("a")
+    fresh = GrammarMatcher(compiled)
+    assert fresh.accept_string("<a>") and fresh.is_completed()
+
+
 @pytest.mark.parametrize("grammar", ['root ::= r1 | "a"\nr1 ::= "b" r1\n',
                                      'root ::= r1 root | "a"\nr1 ::= "b" r1 | "c" r1\n',
                                      'root ::= "a" | r1\nr1 ::= ""? r1 "b"\n'])
