@@ -172,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Parameters
     ----------
     argv : sequence of str or None
-        Arguments without the program name; None = ``sys.argv[1:]``.
+        Arguments without the program name; None = ``sys.argv[1:]`` (the
+        console script), where ``generate`` then ends the process itself
+        (:func:`_exit_now`) once its output is written.
 
     Returns
     -------
@@ -181,7 +183,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    return args.handler(args)
+    status = args.handler(args)
+    if argv is None and args.handler is _cmd_generate:
+        _exit_now(status)
+    return status
+
+
+def _exit_now(status: int) -> None:
+    """Flush standard output, standard error and the logs, then ``os._exit(status)``: the
+    interpreter's teardown (freeing the objects of torch, transformers and numba module by module,
+    ~2 s of CPU on 2 shared cores, ``benchmarks/bench_cold_start.py``) does nothing that a finished
+    one-shot ``generate`` needs (its engine is closed, its files written)."""
+    import logging
+
+    try:
+        sys.stdout.flush()
+    except OSError:  # a closed pipe (``| head``): what the interpreter's exit would have met too
+        status = status or EXIT_FAILURE
+    try:
+        sys.stderr.flush()
+    except OSError:
+        pass
+    logging.shutdown()
+    os._exit(status)
 
 
 def _read_grammar_args(args: argparse.Namespace) -> tuple[dict, str | None]:
@@ -256,7 +280,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     try:
         # One request: no decoding request for a compile to stall, so no compile worker (a second process
         # setting itself up on the same cores would slow this one's compile down).
-        llm = LLM(args.model, num_threads=args.threads, prefill_dtype=args.prefill_dtype, compile_in_process=False)
+        # With a grammar, its kernels load on a thread while the model loads (the compile waits for the rest).
+        llm = LLM(args.model, num_threads=args.threads, prefill_dtype=args.prefill_dtype, compile_in_process=False,
+                  warm_up_grammar=params.constrained)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
     try:

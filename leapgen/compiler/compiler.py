@@ -89,10 +89,12 @@ def _whitespace_language(pattern: str) -> ir.Node:
     return node
 
 
-#: What :meth:`GrammarCompiler.warm_up` compiles: each JSON type, a format, an enum, a nested object.
+#: What :meth:`GrammarCompiler.warm_up` compiles: each JSON type, formats (one length-bounded: an
+#: intersection), a pattern, an enum, a nested object.
 _WARM_UP_SCHEMA = {"type": "object", "properties": {
     "s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
     "z": {"type": "null"}, "d": {"type": "string", "format": "date-time"}, "e": {"enum": ["a", "b"]},
+    "m": {"type": "string", "format": "email", "maxLength": 40}, "p": {"type": "string", "pattern": "^[A-Z]-[0-9]{3}$"},
     "a": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}}}},
     "required": ["s", "i"]}
 

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 
 from leapgen.bitmask import allocate_token_bitmask
 from leapgen.compiler import GrammarCompiler
+from leapgen.compiler.warm_up import wait_for_warm_up
 from leapgen.engine import grammar_log
 from leapgen.engine.compile_worker import CompileWorker, CompileWorkerDied
 from leapgen.engine.sampling_params import DEFAULT_JSON_SEPARATORS, SamplingParams
@@ -145,6 +146,8 @@ class GrammarManager:
         """The vocabulary's set-up: its TokenizerInfo, then the compiler (with leapgen, the token index
         read from ``$LEAPGEN_CACHE/token_index`` where an earlier process left it; the worker is
         started first, so its own set-up overlaps this one). Both compilers get this manager's bounds."""
+        if self.backend_name == "leapgen":
+            wait_for_warm_up()  # an LLM(warm_up_grammar=True)'s kernel loading, if still running
         _ = self.vocabulary
         if self.backend_name != "leapgen":
             from leapgen.backends import get_backend
@@ -336,10 +339,7 @@ class GrammarManager:
             vocabulary's set-up, :attr:`compiler`), or raises what :meth:`compile`
             raises.
         """
-        if self._compile_pool is None:
-            with self._setup_lock:
-                if self._compile_pool is None:
-                    self._compile_pool = ThreadPoolExecutor(1, thread_name_prefix="leapgen-compile")
+        pool = self._compile_thread()
         submitted = time.perf_counter()
 
         def run():
@@ -365,7 +365,27 @@ class GrammarManager:
                     getattr(compiled, "n_states", "?"), _size_of(compiled) / 2**20)
             return compiled, ms
 
-        return self._compile_pool.submit(run)
+        return pool.submit(run)
+
+    def _compile_thread(self) -> ThreadPoolExecutor:
+        """The manager's one compile thread (started on first use)."""
+        if self._compile_pool is None:
+            with self._setup_lock:
+                if self._compile_pool is None:
+                    self._compile_pool = ThreadPoolExecutor(1, thread_name_prefix="leapgen-compile")
+        return self._compile_pool
+
+    def set_up_async(self) -> Future:
+        """Start the vocabulary's set-up (:attr:`compiler`: the TokenizerInfo, the token index) on the
+        compile thread now, for a caller that knows a constrained request comes. A compile submitted
+        meanwhile runs after it, and its ``compile_ms`` counts the wait.
+
+        Returns
+        -------
+        concurrent.futures.Future
+            Resolves to the compiler (or raises what building it raised; a later compile builds it again).
+        """
+        return self._compile_thread().submit(lambda: self.compiler)
 
     def batch_fill_async(self, matchers: Sequence[Any], bitmask: Any, timing: dict | None = None,
                          request_ids: Sequence[int] | None = None) -> Future:

@@ -219,6 +219,44 @@ def warmup(engine: AsyncLLM, folder: str | Path) -> int:
     return count
 
 
+#: The start-up request's schema (:func:`warm_up_engine`): an object, a string, an integer.
+_WARM_UP_REQUEST_SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+                           "required": ["a", "b"]}
+
+
+def warm_up_engine(llm: Any) -> float:
+    """Run one short constrained chat request through ``llm`` (not served), then forget it.
+
+    A new process's first request pays one-time costs on every path it takes: torch's first
+    forward passes, the chat template's rendering, the compile worker's first round trip, the
+    matcher's first masks and jump-forward (``benchmarks/bench_cold_start.py``: ~0.4 s of the
+    first request's TTFT, unconstrained ones too). A server pays them at start-up instead, before
+    it listens, as vLLM runs warm-up batches before serving.
+
+    Parameters
+    ----------
+    llm : LLM
+        Mutated: its statistics and prefix cache are reset afterwards (the warm-up is not a
+        request); its compiled-grammar cache keeps the warm-up's small grammar.
+
+    Returns
+    -------
+    float
+        Seconds the warm-up took.
+    """
+    import time
+
+    from leapgen.engine.prefix_cache import PrefixCache
+    from leapgen.engine.sampling_params import SamplingParams
+    from leapgen.engine.stats import EngineStats
+
+    start = time.perf_counter()
+    llm.generate("Hi", SamplingParams(max_tokens=4, json_schema=_WARM_UP_REQUEST_SCHEMA))
+    llm.stats = EngineStats()
+    llm.prefix_cache = PrefixCache(llm.prefix_cache.max_tokens, llm.prefix_cache.min_tokens)
+    return time.perf_counter() - start
+
+
 def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, max_running: int = 16,
           kv_token_budget: int = 65536, prefix_cache_tokens: int = 4096, warmup_dir: str | None = None,
           num_threads: int | None = None, grammar_backend: str = "leapgen", prefill_dtype: str = "auto",
@@ -267,6 +305,7 @@ def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, 
                   prefill_dtype=prefill_dtype, tool_call_format=tool_call_format,
                   reasoning_parser=reasoning_parser, **engine_options)
         llm.grammar.prepare()  # the vocabulary, kernels and compile worker: not in the first request's TTFT
+        logger.info("warm-up request: %.2f s", warm_up_engine(llm))  # the first request's other one-time costs
         engine = AsyncLLM(llm, max_queued_requests=limits.max_queued_requests, log_requests=log_requests)
         if warmup_dir is not None:
             logger.info("warm-up: %d schemas compiled", warmup(engine, warmup_dir))

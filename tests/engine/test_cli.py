@@ -157,3 +157,16 @@ def test_serve_takes_the_api_key_from_the_flag_or_leapgen_api_key(monkeypatch, f
     monkeypatch.setenv("LEAPGEN_API_KEY", env)
     assert main(["serve", *flag]) == EXIT_OK
     assert seen["limits"].api_key == expected
+
+
+def test_the_console_script_ends_generate_at_once_with_its_output_flushed():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.argv = ['leapgen', 'generate', '--max-tokens', '0', 'hi']\n"
+            "from leapgen.cli import main\nmain()\nprint('after main')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == EXIT_USAGE
+    assert "--max-tokens (max_tokens) must be >= 1" in proc.stderr  # written before the process ended
+    assert "after main" not in proc.stdout  # main() did not return: os._exit, no interpreter teardown
+    assert main(["generate", "--max-tokens", "0", "hi"]) == EXIT_USAGE  # with argv given, main returns
