@@ -28,8 +28,10 @@ and the first one over the variant's (the same work as the first, minus what
 only a first request pays: the second schema is smaller, its compile shorter).
 
 To measure another checkout (``main``, for a before/after table), run this
-script with ``PYTHONPATH=<that checkout>``: the ``leapgen`` processes import
-it (the compile worker too).
+script with ``PYTHONPATH=<that checkout>`` (the ``leapgen`` processes import
+it, the compile worker too), or pass ``--compare <that checkout>``: its
+``generate`` pairs then run interleaved with this checkout's, so both see the
+same load (wall times on a shared machine drift by seconds between minutes).
 """
 
 from __future__ import annotations
@@ -63,14 +65,15 @@ def leapgen_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "leapgen.cli"]
 
 
-def run_generate(schema: bool, max_tokens: int) -> dict:
-    """One new ``leapgen generate`` process: wall s, CPU s, compile ms, tokens."""
+def run_generate(schema: bool, max_tokens: int, env: dict | None = None) -> dict:
+    """One new ``leapgen generate`` process (environment ``env``, default this one's): wall s, CPU s,
+    compile ms, tokens."""
     cmd = leapgen_command() + ["generate", "--max-tokens", str(max_tokens)]
     if schema:
         cmd += ["--json-schema", str(SCHEMA)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(cmd + [PROMPT], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(cmd + [PROMPT], capture_output=True, text=True, cwd=ROOT, env=env)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -80,31 +83,37 @@ def run_generate(schema: bool, max_tokens: int) -> dict:
             "compile_ms": int(got.group(2)) if got else None, "tokens": int(got.group(1)) if got else None}
 
 
-def generate_table(runs: int, max_tokens: list[int], fresh_index: bool) -> str:
-    """Interleaved generate runs (grammar, baseline, grammar, ...) and their medians."""
+def generate_table(runs: int, max_tokens: list[int], fresh_index: bool, compare: str | None = None) -> str:
+    """Interleaved generate runs (grammar, baseline, grammar, ...) and their medians; with ``compare``
+    (another checkout's root), each run also runs that checkout's pair right after this one's."""
     if fresh_index:
         root = os.environ.get("LEAPGEN_CACHE") or os.path.expanduser("~/.cache/leapgen")
         shutil.rmtree(Path(root) / "token_index", ignore_errors=True)
+    checkouts = _checkouts(compare)
     rows, first = [], None
     for m in max_tokens:
-        got = {True: [], False: []}
+        got = {(c, k): [] for c, _ in checkouts for k in (True, False)}
         for r in range(runs):
-            for schema in (True, False):
-                res = run_generate(schema, m)
-                got[schema].append(res)
-                print(f"  max_tokens {m} run {r + 1} {'grammar' if schema else 'baseline'}: {res}", file=sys.stderr)
-                if first is None and schema:
-                    first = res
-        med = {k: {f: statistics.median(x[f] for x in v) for f in ("wall_s", "cpu_s")} for k, v in got.items()}
-        compiles = [x["compile_ms"] for x in got[True]]
-        rows.append(f"| {m} | {med[False]['wall_s']:.2f} | {med[True]['wall_s']:.2f} | "
-                    f"**{1e3 * (med[True]['wall_s'] - med[False]['wall_s']):+.0f}** | {med[False]['cpu_s']:.2f} | "
-                    f"{med[True]['cpu_s']:.2f} | **{1e3 * (med[True]['cpu_s'] - med[False]['cpu_s']):+.0f}** | "
-                    f"**{statistics.median(compiles):.0f}** ({', '.join(str(c) for c in compiles)}) | "
-                    f"{got[False][0]['tokens']} / {got[True][0]['tokens']} |")
-    head = ("| max tokens | baseline wall s | grammar wall s | wall difference ms | baseline CPU s | grammar CPU s | "
-            "CPU difference ms | compile ms, median (runs) | tokens baseline / grammar |\n"
-            "|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+            for name, env in checkouts:
+                for schema in (True, False):
+                    res = run_generate(schema, m, env)
+                    got[name, schema].append(res)
+                    print(f"  {name} max_tokens {m} run {r + 1} {'grammar' if schema else 'baseline'}: {res}",
+                          file=sys.stderr)
+                    if first is None and schema:
+                        first = res
+        for name, _ in checkouts:
+            med = {k: {f: statistics.median(x[f] for x in got[name, k]) for f in ("wall_s", "cpu_s")}
+                   for k in (True, False)}
+            compiles = [x["compile_ms"] for x in got[name, True]]
+            rows.append(f"| {name} | {m} | {med[False]['wall_s']:.2f} | {med[True]['wall_s']:.2f} | "
+                        f"**{1e3 * (med[True]['wall_s'] - med[False]['wall_s']):+.0f}** | {med[False]['cpu_s']:.2f} | "
+                        f"{med[True]['cpu_s']:.2f} | **{1e3 * (med[True]['cpu_s'] - med[False]['cpu_s']):+.0f}** | "
+                        f"**{statistics.median(compiles):.0f}** ({', '.join(str(c) for c in compiles)}) | "
+                        f"{got[name, False][0]['tokens']} / {got[name, True][0]['tokens']} |")
+    head = ("| checkout | max tokens | baseline wall s | grammar wall s | wall difference ms | baseline CPU s | "
+            "grammar CPU s | CPU difference ms | compile ms, median (runs) | tokens baseline / grammar |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     note = ""
     if fresh_index and first is not None:
         note = (f"\n\nFirst constrained run, token index built (not on disk yet): wall {first['wall_s']:.2f} s, "
@@ -141,43 +150,58 @@ def _ttft(port: int, schema: dict) -> float:
     return ttft if ttft is not None else float("nan")
 
 
-def serve_table(runs: int) -> str:
-    """New servers, four requests each: the README schema, another, the README schema again, its variant."""
-    rows, ratios, variant_ratios = [], [], []
+def _checkouts(compare: str | None) -> list[tuple[str, dict | None]]:
+    """(name, environment) of this checkout and, with ``compare``, of that one (on PYTHONPATH)."""
+    out: list[tuple[str, dict | None]] = [("this", None)]
+    if compare is not None:
+        out.append((compare, dict(os.environ, PYTHONPATH=str(Path(compare).resolve()))))
+    return out
+
+
+def _serve_ttfts(env: dict | None) -> tuple[float, float, float, float]:
+    """A new server's four TTFTs (s): the README schema, another, the README schema again, its variant."""
+    port = _free_port()
+    proc = subprocess.Popen(leapgen_command() + ["serve", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                conn.request("GET", "/health")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit("leapgen serve did not come up")
+            time.sleep(0.2)
+        readme = json.loads(SCHEMA.read_text("utf-8"))
+        variant = dict(readme, description=readme.get("description", "") + " (variant)")
+        return _ttft(port, readme), _ttft(port, SECOND_SCHEMA), _ttft(port, readme), _ttft(port, variant)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def serve_table(runs: int, compare: str | None = None) -> str:
+    """New servers, four requests each (:func:`_serve_ttfts`); with ``compare``, that checkout's
+    server right after each of this one's."""
+    checkouts = _checkouts(compare)
+    rows, ratios = [], {name: ([], []) for name, _ in checkouts}
     for r in range(runs):
-        port = _free_port()
-        proc = subprocess.Popen(leapgen_command() + ["serve", "--port", str(port)], cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 300
-            while True:
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                    conn.request("GET", "/health")
-                    if conn.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise SystemExit("leapgen serve did not come up")
-                time.sleep(0.2)
-            readme = json.loads(SCHEMA.read_text("utf-8"))
-            variant = dict(readme, description=readme.get("description", "") + " (variant)")
-            t1, t2, t3, t4 = (_ttft(port, readme), _ttft(port, SECOND_SCHEMA), _ttft(port, readme),
-                              _ttft(port, variant))
-        finally:
-            proc.terminate()
-            proc.wait(30)
-        ratios.append(t1 / t2)
-        variant_ratios.append(t1 / t4)
-        rows.append(f"| {r + 1} | {1e3 * t1:.0f} | {1e3 * t2:.0f} | {1e3 * t3:.0f} | {1e3 * t4:.0f} | "
-                    f"**{t1 / t2:.2f}** | **{t1 / t4:.2f}** |")
-        print(f"  serve run {r + 1}: {rows[-1]}", file=sys.stderr)
-    return ("| server | TTFT 1st (README schema) ms | TTFT 2nd (another schema) ms | TTFT 3rd (README schema again) ms "
-            "| TTFT 4th (README variant, new compile) ms | 1st / 2nd | 1st / 4th |\n"
-            "|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows)
-            + f"\n\nMedian 1st / 2nd: **{statistics.median(ratios):.2f}**; "
-              f"median 1st / 4th: **{statistics.median(variant_ratios):.2f}**")
+        for name, env in checkouts:
+            t1, t2, t3, t4 = _serve_ttfts(env)
+            ratios[name][0].append(t1 / t2)
+            ratios[name][1].append(t1 / t4)
+            rows.append(f"| {name} | {r + 1} | {1e3 * t1:.0f} | {1e3 * t2:.0f} | {1e3 * t3:.0f} | {1e3 * t4:.0f} | "
+                        f"**{t1 / t2:.2f}** | **{t1 / t4:.2f}** |")
+            print(f"  serve run {r + 1}: {rows[-1]}", file=sys.stderr)
+    medians = "; ".join(f"{name}: median 1st / 2nd **{statistics.median(a):.2f}**, 1st / 4th "
+                        f"**{statistics.median(b):.2f}**" for name, (a, b) in ratios.items())
+    return ("| checkout | server | TTFT 1st (README schema) ms | TTFT 2nd (another schema) ms | "
+            "TTFT 3rd (README schema again) ms | TTFT 4th (README variant, new compile) ms | 1st / 2nd | 1st / 4th |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n" + medians)
 
 
 def main(argv=None) -> int:
@@ -185,16 +209,18 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=5, help="runs per mode (interleaved)")
     p.add_argument("--max-tokens", type=int, nargs="+", default=[1, 256], help="generate's --max-tokens values")
     p.add_argument("--fresh-index", action="store_true", help="remove the token index cache before the first run")
+    p.add_argument("--compare", metavar="CHECKOUT",
+                   help="another checkout's root (e.g. an export of main): its runs interleave with these")
     p.add_argument("--no-generate", action="store_true")
     p.add_argument("--no-serve", action="store_true")
     args = p.parse_args(argv)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
     if not args.no_generate:
         print("\n#### leapgen generate, new processes (medians of %d interleaved runs)\n" % args.runs)
-        print(generate_table(args.runs, args.max_tokens, args.fresh_index))
+        print(generate_table(args.runs, args.max_tokens, args.fresh_index, args.compare))
     if not args.no_serve:
         print("\n#### leapgen serve: first constrained requests of new servers\n")
-        print(serve_table(args.runs))
+        print(serve_table(args.runs, args.compare))
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
