@@ -18,6 +18,7 @@ import numpy as np
 
 from leapgen.automata import Dfa
 from leapgen.automata.limits import check_deadline
+from leapgen.compiler.compact_rows import CompactRows, single_byte_rows
 from leapgen.compiler.token_index import LoopJumps, TokenIndex
 from leapgen.compiler.token_literals import find_token_literals, lead_free_words, set_literal_bits
 from leapgen.grammar.ir import TOKEN_LEAD
@@ -82,6 +83,7 @@ class CompiledGrammar:
         self.mask_cache_misses = 0
         self.token_literals: dict[int, bytes] = {}
         self._slices = None  # the token index's own (see use_slices)
+        self._compact: CompactRows | None = None  # rows computed at compile time, if any
 
     def _find_token_literals(self, byte_tables) -> None:
         """Set :attr:`token_literals` from the automaton's tables (grammars of a structural tag only)."""
@@ -170,15 +172,17 @@ class CompiledGrammar:
         if got is not None:
             self.mask_cache_hits += 1
             return got
-        self.mask_cache_misses += 1
-        words = self._allowed_bits(state)
-        if self.token_literals:
-            lead_free = lead_free_words(self.token_index, self.tokenizer_info)
-            set_literal_bits(words, state, self.walk, self.token_literals, lead_free)
-        self.token_index.set_stop_bits(words, self.is_accepting(state))
+        stored = self._compact.row(state) if self._compact is not None else None
+        if stored is not None:  # computed at compile time (RegularGrammar.precompute_rows)
+            self.mask_cache_hits += 1
+            words, need_apply = stored
+        else:
+            self.mask_cache_misses += 1
+            words = self._row_of(state)
+            need_apply = not self.token_index.allows_everything(words)
         row = words.view(np.int32)
         row.flags.writeable = False
-        got = (row, not self.token_index.allows_everything(words))
+        got = (row, need_apply)
         with self._lock:
             self._rows[state] = got
             while len(self._rows) > self._max_cached_rows:
@@ -187,9 +191,36 @@ class CompiledGrammar:
             self.on_grow(self)
         return got
 
+    def write_row(self, state: Hashable, out: np.ndarray) -> bool:
+        """Write the bitmask row of ``state`` (:meth:`bitmask_row`) into ``out`` (int32
+        ``(ceil(vocab_size / 32),)``, contiguous; mutated) and return its need_apply flag. A row
+        computed at compile time is expanded into ``out`` straight, not cached as a full row."""
+        got = self._rows.get(state)
+        if got is None and self._compact is not None:
+            need_apply = self._compact.write(state, out.view(np.uint32))
+            if need_apply is not None:
+                self.mask_cache_hits += 1
+                return need_apply
+        if got is None:
+            got = self.bitmask_row(state)
+        else:
+            self.mask_cache_hits += 1
+        out[:] = got[0]
+        return got[1]
+
+    def _row_of(self, state: Hashable) -> np.ndarray:
+        """A fresh uint32 bitmask row of ``state``: :meth:`_allowed_bits`, the token literals' bits
+        and the stop tokens' (computed, uncached)."""
+        words = self._allowed_bits(state)
+        if self.token_literals:
+            lead_free = lead_free_words(self.token_index, self.tokenizer_info)
+            set_literal_bits(words, state, self.walk, self.token_literals, lead_free)
+        self.token_index.set_stop_bits(words, self.is_accepting(state))
+        return words
+
     def has_bitmask_row(self, state: Hashable) -> bool:
-        """Whether the bitmask row of ``state`` is cached (a fill would not compute it)."""
-        return state in self._rows
+        """Whether the bitmask row of ``state`` is cached or precomputed (a fill would not compute it)."""
+        return state in self._rows or (self._compact is not None and self._compact.holds(state))
 
     def forced_bytes(self, state: Hashable) -> bytes:
         """Bytes the grammar forces from ``state``: the longest string along
@@ -221,7 +252,7 @@ class CompiledGrammar:
         int
             Bytes; grows as rows are cached (see ``on_grow``).
         """
-        return len(self._rows) * self._row_bytes
+        return len(self._rows) * self._row_bytes + (self._compact.nbytes if self._compact is not None else 0)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(kind={self.kind!r}, n_states={getattr(self, 'n_states', '?')}, "
@@ -281,11 +312,36 @@ class RegularGrammar(CompiledGrammar):
         """uint32 view of the (cached) bitmask row of ``state``."""
         return self.bitmask_row(state)[0].view(np.uint32)
 
-    def prepare_free_text(self, limit: int) -> None:
-        wide = np.flatnonzero((self.dfa.trans >= 0).sum(axis=1) >= WIDE_STATE_BYTES)
-        for state in wide[:limit].tolist():
-            check_deadline("computing the masks of free-text states")
-            self.bitmask_row(state)
+    def precompute_rows(self, states: np.ndarray) -> None:
+        """Compute now the bitmask rows of ``states`` (int array of DFA states) and keep them
+        compact (:class:`~leapgen.compiler.compact_rows.CompactRows`, ~1-2 KB a JSON state with
+        128k tokens): a fill then expands the row (~1 µs) instead of walking the vocabulary at
+        the state's first visit, as xgrammar's compile-time token mask cache does for every
+        state. Fills caches only (meaning unchanged).
+
+        Raises
+        ------
+        CompileLimitError
+            The compile time limit (:mod:`leapgen.automata.limits`) passed.
+        """
+        index = self.token_index
+        states = np.asarray(states, np.int64)
+        store = CompactRows(index.bitmask_words, self.n_states, len(states))
+        if index.use_trie and not self.token_literals:  # forced text: one kernel call for all its states
+            single = (self.dfa.trans[states] >= 0).sum(axis=1) == 1
+            forced, states = states[single], states[~single]
+            offsets, idx, val, count = single_byte_rows(self.trans_flat, forced, self.accepting,
+                                                        index.stop_token_ids, index.bitmask_words,
+                                                        *index.trie_arrays())
+            store.add_single_byte(forced, offsets, idx, val, count < index.vocab_size)
+        allows_everything = index.allows_everything
+        for state in states.tolist():
+            check_deadline("computing the masks of a grammar's states")
+            cached = self._rows.get(state)  # a LOOP state an earlier row jumped to
+            words = cached[0].view(np.uint32) if cached is not None else self._row_of(state)
+            store.add(state, words, not allows_everything(words))
+        self._compact = store.done()
+        self._rows.clear()  # the rows computed on the way are in the store too
 
     def _forced_byte(self, state: int) -> int:
         if self._forced_bytes_of is None:  # first jump-forward: every state's at once (compiles stay cheap)

@@ -484,7 +484,7 @@ class GrammarCompiler:
           xgrammar's mask is all ones (a token holding a stray continuation
           byte, a special token), leapgen's is not.
         """
-        from leapgen.compiler.structural_tags import added_tokens, prepare_free_text
+        from leapgen.compiler.structural_tags import added_tokens, prepare_masks
         from leapgen.grammar.structural import parse_structural_tag, structural_tag_to_ir
 
         parsed = parse_structural_tag(tag)
@@ -502,7 +502,7 @@ class GrammarCompiler:
         # state limit, every tag's content becomes a rule and the pushdown layer carries the alternatives.
         return self.cache.get_or_compile(key, lambda: self._check_size(self._build(
             STRUCTURAL_TAG_KIND, lower("auto"), lower("all"),
-            prepare=lambda compiled: prepare_free_text(compiled, parsed, self.token_index))))
+            prepare=lambda compiled: prepare_masks(compiled, parsed, self.token_index))))
 
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
@@ -619,10 +619,10 @@ class GrammarCompiler:
         compiled = RegularGrammar(dfa, self.tokenizer_info, self.token_index, kind=kind, warnings=warnings,
                                   mask_cache_bytes=self.mask_cache_bytes)
         if kind == STRUCTURAL_TAG_KIND:
-            from leapgen.compiler.structural_tags import prepare_free_text
+            from leapgen.compiler.structural_tags import prepare_masks
             from leapgen.grammar.structural import parse_structural_tag
 
-            prepare_free_text(compiled, parse_structural_tag(key[1]), self.token_index)
+            prepare_masks(compiled, parse_structural_tag(key[1]), self.token_index)
         compiled.compile_ms = (time.perf_counter() - t0) * 1e3
         return self._check_size(compiled)
 

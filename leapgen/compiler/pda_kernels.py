@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from leapgen.automata.jit import njit
-from leapgen.compiler.trie_kernels import _or_subtree, _set_bits, _set_candidate_bits, build_trie
+from leapgen.compiler.trie_kernels import WALK_DEPTH, _deeper, _or_subtree, _set_bits, _set_candidate_bits, build_trie
 
 #: pda_walk's results.
 WALK_DONE = 0
@@ -67,9 +67,8 @@ def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end
     :func:`~leapgen.compiler.trie_kernels.trie_walk`.
     """
     n = node_byte.shape[0]
-    size = node_depth.max() + 2 if n else 2
-    state_at = np.empty(size, np.int32)
-    left_at = np.zeros(size, np.bool_)  # the prefix could have left the rule
+    state_at = np.empty(WALK_DEPTH, np.int32)
+    left_at = np.zeros(WALK_DEPTH, np.bool_)  # the prefix could have left the rule
     state_at[0] = start
     v = 1
     while v < n:
@@ -84,6 +83,7 @@ def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end
                 _set_bits(words_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
             v = node_end[v]
             continue
+        state_at, left_at = _deeper(state_at, d), _deeper(left_at, d)
         state_at[d] = nxt
         left_at[d] = left
         _set_bits(words_certain, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
@@ -442,10 +442,9 @@ def frame_walk_via(trans_flat, start, leave_row, leave_bytes, loop_state, loop_c
     the rule: the subtree's tokens are then sorted as from ``loop_state`` itself, whose sort is
     ``loop_certain`` / ``loop_uncertain`` (see :func:`~leapgen.compiler.trie_kernels.trie_walk_via`)."""
     n = node_byte.shape[0]
-    size = node_depth.max() + 2 if n else 2
-    state_at = np.empty(size, np.int32)
-    left_at = np.zeros(size, np.bool_)
-    pure_at = np.zeros(size, np.bool_)
+    state_at = np.empty(WALK_DEPTH, np.int32)
+    left_at = np.zeros(WALK_DEPTH, np.bool_)
+    pure_at = np.zeros(WALK_DEPTH, np.bool_)
     state_at[0] = start
     pure_at[0] = True
     v = 1
@@ -467,6 +466,7 @@ def frame_walk_via(trans_flat, start, leave_row, leave_bytes, loop_state, loop_c
             _or_subtree(words_uncertain, loop_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
             v = node_end[v]
             continue
+        state_at, left_at, pure_at = _deeper(state_at, d), _deeper(left_at, d), _deeper(pure_at, d)
         state_at[d] = nxt
         left_at[d] = left
         pure_at[d] = pure

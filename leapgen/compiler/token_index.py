@@ -21,8 +21,9 @@ import numpy as np
 
 from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import index_cache, pda_kernels, trie_kernels
-from leapgen.compiler.token_slices import (LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice, build_slices,
-                                           first_slice, new_memo, pack_char_dfas)
+from leapgen.compiler.compact_rows import CompactRows, single_byte_rows
+from leapgen.compiler.token_slices import (JSON_CONTENT_CLASSES, LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice,
+                                           build_slices, first_slice, new_memo, pack_char_dfas)
 from leapgen.grammar import ir
 from leapgen.vocab import TokenizerInfo
 
@@ -128,6 +129,7 @@ class TokenIndex:
         self._token_bytes = tokenizer_info.token_bytes
         self._rank: np.ndarray | None = None
         self._free_text: dict[frozenset, SliceSet] = {}
+        self._json_content_slices: list[TokenSlice] | None = None  # see _json_slices
         self.token_slices: list[TokenSlice] = []
         if self.use_trie:
             if not self._load(cache_dir, tokenizer_info, use_slices):
@@ -194,6 +196,11 @@ class TokenIndex:
         row, cached = self.empty_words(), self.empty_words()
         cached.flags.writeable = False  # as the cached rows it reads are
         trie_kernels.trie_walk_via(loop, 0, live, 0, cached, _ASCII, *self._trie, self._row_ids, row)
+        compact = CompactRows(self.bitmask_words, 1, 1)  # a structural tag's rows, computed at compile time
+        compact.add(0, row, True)
+        compact.done().row(0)
+        single_byte_rows(loop, np.zeros(1, np.int64), np.ones(1, np.bool_), self.stop_token_ids, self.bitmask_words,
+                         *self.trie_arrays())
         self._pushdown_warm = False
 
     def warm_up_pushdown(self) -> None:
@@ -235,7 +242,8 @@ class TokenIndex:
         return new_memo(n_states, len((slices or self.default_slices).slices))
 
     def with_free_text_slice(self, stops: frozenset) -> SliceSet:
-        """The vocabulary's slices and the slice of every character but ``stops`` (cached, bounded).
+        """The vocabulary's slices, the slice of every character but ``stops`` and those of JSON
+        content (:meth:`_json_slices`) (cached, bounded).
 
         For the free text of a structural tag, ``stops`` holding the last character of each of its
         patterns: characters of the slice never complete a trigger or an excluded string, so from
@@ -250,14 +258,30 @@ class TokenIndex:
             if not self.token_slices:
                 return self.default_slices
             node = ir.charset([(ord(c), ord(c)) for c in key], negate=True)
-            extra = build_slice(self._byte_matrix, self._byte_lengths, self._lex_order, self._row_ids,
-                                self.bitmask_words, "free_text", node)
-            slices = tuple(sorted([*self.token_slices, *([extra] if extra is not None else [])], key=lambda s: -s.count))
+            extra = [build_slice(self._byte_matrix, self._byte_lengths, self._lex_order, self._row_ids,
+                                 self.bitmask_words, "free_text", node), *self._json_slices()]
+            slices = tuple(sorted([*self.token_slices, *(s for s in extra if s is not None)], key=lambda s: -s.count))
             got = slice_set(list(slices))
             if len(self._free_text) >= MAX_FREE_TEXT_SLICES:
                 self._free_text.clear()
             self._free_text[key] = got
         return got
+
+    def trie_arrays(self) -> tuple:
+        """The vocabulary trie's arrays and the token id of each of its rows, as the trie kernels
+        take them (:mod:`leapgen.compiler.trie_kernels`; read-only; with the trie kernels only)."""
+        return (*self._trie, self._row_ids)
+
+    def _json_slices(self) -> list[TokenSlice]:
+        """The slices of :data:`~leapgen.compiler.token_slices.JSON_CONTENT_CLASSES`, built once (~0.03 s
+        with 128k tokens): a structural tag's JSON content with flexible whitespace has a state per
+        count of whitespace characters still allowed, which then takes its runs of whitespace
+        tokens at once."""
+        if self._json_content_slices is None:
+            got = [build_slice(self._byte_matrix, self._byte_lengths, self._lex_order, self._row_ids,
+                               self.bitmask_words, name, node) for name, node in JSON_CONTENT_CLASSES.items()]
+            self._json_content_slices = [s for s in got if s is not None]
+        return self._json_content_slices
 
     def empty_words(self) -> np.ndarray:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""
@@ -346,19 +370,19 @@ class TokenIndex:
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
         i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
-        if i >= 0:
-            if k == LOOP and loops is not None:
-                loops.slice_of[state] = slices.class_bytes[i]
-            init, sliced, sliced_ids = slices.slices[i].split(k)
-            if sliced is not None:
-                trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
-        elif loops is not None and row_of is not None:
+        if (i < 0 or k == 0) and loops is not None and row_of is not None:  # a limit of 0 only drops dead tokens
             target = self._loop_target(trans_flat, state, live, memo, slices, loops, None)
             if target >= 0:
                 words = self.empty_words()
                 trie_kernels.trie_walk_via(trans_flat, state, live, target, row_of(target),
                                            loops.slice_of[target], *trie, ids, words)
                 return words
+        if i >= 0:
+            if k == LOOP and loops is not None:
+                loops.slice_of[state] = slices.class_bytes[i]
+            init, sliced, sliced_ids = slices.slices[i].split(k)
+            if sliced is not None:
+                trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         return trie_kernels.row_walk(trans_flat, state, live, self._no_words if init is None else init,
                                      init is not None, *trie, ids)
 

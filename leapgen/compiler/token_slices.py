@@ -49,6 +49,13 @@ _NOT_IN_JSON_STRINGS = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x7F)]
 JSON_STRING_CHAR = ir.charset(_NOT_IN_JSON_STRINGS, negate=True)
 """Raw characters of a JSON string (llguidance's slice class: no quote, backslash, C0 control or DEL)."""
 
+JSON_CONTENT_CLASSES = {
+    "json_whitespace": ir.charset([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)]),
+}
+"""Slices of JSON content built for structural tags only (see :meth:`TokenIndex.with_free_text_slice
+<leapgen.compiler.token_index.TokenIndex.with_free_text_slice>`): whitespace. (A digits slice was
+tried: it took string states whose walks jump to their body's row, and walked the vocabulary.)"""
+
 SLICE_CHAR_CLASSES = {
     "json_string": JSON_STRING_CHAR,
     # ECMAScript '.' in a string pattern ("^.*@.*$"): no line terminators either
@@ -457,15 +464,19 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
     """
     if memo[0, state] >= 0:
         return memo[0, state] >> 2, UNBOUNDED, memo[0, state] & 3
+    zero, zero_target = -1, 0
     for i in range(starts.shape[0]):
         k, target, seen, n_seen = slice_limit(trans_flat, state, state_class, starts[i], edge_start, edge_end,
                                               edge_byte, edge_next, complete, memo[1 + i])
-        if k >= 0:
+        if k == 0:
+            if zero < 0:
+                zero, zero_target = i, target
+        elif k > 0:
             if k == UNBOUNDED:
                 for j in range(1, n_seen):
                     memo[0, seen[j]] = 4 * i + target
             return i, k, target
-    return -1, -1, 0
+    return zero, (0 if zero >= 0 else -1), zero_target
 
 
 def new_memo(n_states: int, n_slices: int) -> np.ndarray:

@@ -16,6 +16,9 @@ import numpy as np
 
 from leapgen.automata.jit import njit
 
+#: Depths the per-depth arrays of a trie walk start with (they grow past it: see ``_deeper``).
+WALK_DEPTH = 64
+
 
 @njit
 def build_trie(byte_matrix, lengths, order):
@@ -129,7 +132,7 @@ def trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte
     sequential reads, no stack).
     """
     n = node_byte.shape[0]
-    state_at = np.empty(node_depth.max() + 2 if n else 2, np.int32)
+    state_at = np.empty(WALK_DEPTH, np.int32)
     state_at[0] = start
     v = 1
     while v < n:
@@ -138,11 +141,20 @@ def trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte
         if nxt < 0:
             v = node_end[v]
             continue
+        state_at = _deeper(state_at, d)
         state_at[d] = nxt
         c = state_class[nxt]
         if c != 0:
             _set_bits(words_a if c == 1 else words_b, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
         v += 1
+
+
+@njit
+def _deeper(a, d):
+    """``a``, or ``a`` with twice the room where index ``d`` does not fit: a walk's per-depth arrays
+    start at :data:`WALK_DEPTH` entries and grow with the trie's depth (scanning ``node_depth`` for
+    its maximum cost ~9 µs a walk with 128k tokens, as much as a restrictive state's whole walk)."""
+    return a if d < a.shape[0] else _grow(a)
 
 
 @njit
@@ -322,9 +334,8 @@ def trie_walk_via(trans_flat, start, state_class, loop_state, loop_row, in_class
     subtree is skipped. A JSON string's escapes (``\\u`` and four hex digits, then the body)
     cost a few hex levels instead of every token starting with a hex digit walked whole."""
     n = node_byte.shape[0]
-    size = node_depth.max() + 2 if n else 2
-    state_at = np.empty(size, np.int32)
-    pure_at = np.zeros(size, np.bool_)
+    state_at = np.empty(WALK_DEPTH, np.int32)
+    pure_at = np.zeros(WALK_DEPTH, np.bool_)
     state_at[0] = start
     pure_at[0] = True
     v = 1
@@ -340,6 +351,7 @@ def trie_walk_via(trans_flat, start, state_class, loop_state, loop_row, in_class
             _or_subtree(words, loop_row, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
             v = node_end[v]
             continue
+        state_at, pure_at = _deeper(state_at, d), _deeper(pure_at, d)
         state_at[d] = nxt
         pure_at[d] = pure
         if state_class[nxt] == 1:

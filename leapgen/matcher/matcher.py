@@ -200,6 +200,8 @@ class GrammarMatcher:
         self._check_bitmask(bitmask if arr is None else arr, index, self.compiled_grammar.token_index.bitmask_words)
         if self._terminated:
             row, need_apply = self.compiled_grammar.token_index.empty_words().view(np.int32), True
+        elif arr is not None and self._custom_stop is None and arr[index].flags.c_contiguous:
+            return self.compiled_grammar.write_row(self._state, arr[index])
         else:
             row, need_apply = self.compiled_grammar.bitmask_row(self._state)
             if self._custom_stop is not None:
