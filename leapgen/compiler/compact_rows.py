@@ -57,13 +57,14 @@ def expand_words(out, ones, idx, val, lo, hi):
 
 
 @njit
-def single_byte_rows(trans_flat, states, accepting, stop_ids, n_words, child_start, child_end, child_byte,
-                     child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth,
-                     node_end, token_ids):
+def single_byte_rows(trans_flat, states, accepting, stop_ids, allowed_words, n_words, child_start, child_end,
+                     child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte,
+                     node_depth, node_end, token_ids):
     """The rows of DFA states from which exactly one byte may follow (forced text: a tag's begin and
     end, a JSON key), in one call: the trie walk of :func:`~leapgen.compiler.trie_kernels.trie_walk`
-    (every state live) entered only at the root's child of that byte, plus the stop tokens where the
-    state accepts. Returns ``(offsets, idx, val, count)``: int64 ``(len(states) + 1,)`` and state
+    (every state live) entered only at the root's child of that byte, keeping the tokens set in
+    ``allowed_words`` (uint32 bitset: all ones, or the tokens without a 0xFF byte where the grammar
+    has token literals), plus the stop tokens where the state accepts. Returns ``(offsets, idx, val, count)``: int64 ``(len(states) + 1,)`` and state
     ``i``'s nonzero words ``idx[offsets[i]:offsets[i + 1]]`` (int32) with their values ``val``
     (uint32), zero the base word; int64 ``count``: the tokens each row allows."""
     scratch = np.zeros(n_words, np.uint32)
@@ -96,7 +97,9 @@ def single_byte_rows(trans_flat, states, accepting, stop_ids, n_words, child_sta
                 state_at = _deeper(state_at, d)
                 state_at[d] = nxt
                 for j in range(node_tok_start[v], node_tok_end[v]):
-                    n_touched = _set_bit(scratch, touched, n_touched, token_ids[node_toks[j]])
+                    t = token_ids[node_toks[j]]
+                    if (allowed_words[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
+                        n_touched = _set_bit(scratch, touched, n_touched, t)
                 v += 1
             break
         if accepting[s]:

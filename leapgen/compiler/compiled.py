@@ -327,11 +327,15 @@ class RegularGrammar(CompiledGrammar):
         index = self.token_index
         states = np.asarray(states, np.int64)
         store = CompactRows(index.bitmask_words, self.n_states, len(states))
-        if index.use_trie and not self.token_literals:  # forced text: one kernel call for all its states
-            single = (self.dfa.trans[states] >= 0).sum(axis=1) == 1
+        if index.use_trie:  # forced text: one kernel call for all its states
+            live = self.dfa.trans[states] >= 0
+            # where the byte is TOKEN_LEAD a token literal may follow: those states' rows set literal bits
+            single = (live.sum(axis=1) == 1) & ~live[:, TOKEN_LEAD]
             forced, states = states[single], states[~single]
+            allowed = (lead_free_words(index, self.tokenizer_info) if self.token_literals
+                       else np.full(index.bitmask_words, 0xFFFFFFFF, np.uint32))
             offsets, idx, val, count = single_byte_rows(self.trans_flat, forced, self.accepting,
-                                                        index.stop_token_ids, index.bitmask_words,
+                                                        index.stop_token_ids, allowed, index.bitmask_words,
                                                         *index.trie_arrays())
             store.add_single_byte(forced, offsets, idx, val, count < index.vocab_size)
         allows_everything = index.allows_everything

@@ -199,8 +199,8 @@ class TokenIndex:
         compact = CompactRows(self.bitmask_words, 1, 1)  # a structural tag's rows, computed at compile time
         compact.add(0, row, True)
         compact.done().row(0)
-        single_byte_rows(loop, np.zeros(1, np.int64), np.ones(1, np.bool_), self.stop_token_ids, self.bitmask_words,
-                         *self.trie_arrays())
+        single_byte_rows(loop, np.zeros(1, np.int64), np.ones(1, np.bool_), self.stop_token_ids, row,
+                         self.bitmask_words, *self.trie_arrays())
         self._pushdown_warm = False
 
     def warm_up_pushdown(self) -> None:
