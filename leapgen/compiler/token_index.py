@@ -258,10 +258,11 @@ class TokenIndex:
             if not self.token_slices:
                 return self.default_slices
             node = ir.charset([(ord(c), ord(c)) for c in key], negate=True)
-            extra = [build_slice(self._byte_matrix, self._byte_lengths, self._lex_order, self._row_ids,
-                                 self.bitmask_words, "free_text", node), *self._json_slices()]
-            slices = tuple(sorted([*self.token_slices, *(s for s in extra if s is not None)], key=lambda s: -s.count))
-            got = slice_set(list(slices))
+            free = build_slice(self._byte_matrix, self._byte_lengths, self._lex_order, self._row_ids,
+                               self.bitmask_words, "free_text", node)
+            # free text first (the biggest), then whitespace: a whitespace state stops at its slice
+            # instead of trying every vocabulary slice (each a limit of 0 there)
+            got = slice_set([*([free] if free is not None else []), *self._json_slices(), *self.token_slices])
             if len(self._free_text) >= MAX_FREE_TEXT_SLICES:
                 self._free_text.clear()
             self._free_text[key] = got
