@@ -172,6 +172,15 @@ SCHEMAS: list[tuple[str, dict, list]] = [
        "servers": [{"host": "a.example.com", "port": 8080}, {"host": "10.0.0.2", "port": 443}]}]),
 ]
 
+#: An object of 30 optional properties (issue 15's ``any_order`` size: its seen keys are matcher state, so
+#: the compile stays small); its instances are in schema order, so both modes walk them.
+_OPTIONAL30 = {"type": "object", "additionalProperties": False,
+               "properties": {f"p{i:02d}": [{"type": "integer"}, {"type": "string", "maxLength": 16},
+                                            {"type": "boolean"}][i % 3] for i in range(30)}}
+SCHEMAS.append(("optional30", _OPTIONAL30,
+                [{"p00": 1, "p01": "one", "p02": True, "p10": "ten", "p17": False, "p29": False},
+                 {"p00": 0, "p03": 3, "p05": False, "p13": "mid", "p21": 21, "p28": "late", "p29": True}]))
+
 TREE_SCHEMA = {"$ref": "#/$defs/node", "$defs": {"node": {
     "type": "object", "additionalProperties": False, "required": ["value", "children"],
     "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}}}
