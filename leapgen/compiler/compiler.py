@@ -201,11 +201,15 @@ class GrammarCompiler:
         """Compile a small JSON Schema once in each layout, outside the cache: the automaton kernels get
         loaded (numba) and the common character sets and sub-automata (strings, numbers) built now, in
         ~40 ms, not in the first request's compile (the same as :meth:`TokenIndex._warm_up` for the mask
-        kernels). Mutates only the process-wide fragment caches."""
+        kernels). Mutates only the process-wide fragment caches. A compiler whose ``max_states`` is
+        below what the schema needs skips it (a warm-up never fails a compiler's construction)."""
         from leapgen.grammar.json import json_schema_to_ir
 
         for whitespace in (False, True):
-            self._build("json_schema", lambda: json_schema_to_ir(_WARM_UP_SCHEMA, any_whitespace=whitespace))
+            try:
+                self._build("json_schema", lambda: json_schema_to_ir(_WARM_UP_SCHEMA, any_whitespace=whitespace))
+            except CompileLimitError:
+                return
 
     # -- public compile entry points ------------------------------------------------------
 
