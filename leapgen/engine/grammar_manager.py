@@ -16,8 +16,11 @@ request's compile overlaps other requests' steps and its own prefill; with
 leapgen the work itself runs in a worker process
 (:mod:`leapgen.engine.compile_worker`) so that it does not hold the GIL the
 steps need. The bitmask rows of a batch are filled on a worker thread
-(:meth:`batch_fill_async`) while the model runs its forward pass (torch and
-numpy release the GIL for most of their work).
+(:meth:`batch_fill_async`, the work in :mod:`leapgen.engine.mask_fill`) while
+the model runs its forward pass (torch and numpy release the GIL for most of
+their work). What a request's ``SamplingParams`` ask of the compiler (its
+verb, arguments and options, and the front-end check) is read in
+:mod:`leapgen.engine.grammar_params`.
 """
 
 from __future__ import annotations
@@ -30,14 +33,14 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Sequence
 
-from leapgen.bitmask import allocate_token_bitmask
 from leapgen.compiler import GrammarCompiler
 from leapgen.compiler.warm_up import wait_for_warm_up
 from leapgen.engine import grammar_log
 from leapgen.engine.compile_worker import CompileWorker, CompileWorkerDied
-from leapgen.engine.sampling_params import DEFAULT_JSON_SEPARATORS, SamplingParams
+from leapgen.engine.grammar_params import check_grammar, compile_call, peer_compile_call
+from leapgen.engine.mask_fill import fill_rows
+from leapgen.engine.sampling_params import SamplingParams
 from leapgen.errors import GrammarError
-from leapgen.grammar.json import load_schema
 from leapgen.matcher import GrammarMatcher
 from leapgen.vocab import TokenizerInfo
 
@@ -246,47 +249,8 @@ class GrammarManager:
             self._text_bytes = tuple(table)
         return self._text_bytes
 
-    @staticmethod
-    def check(params: SamplingParams) -> None:
-        """Parse the grammar of ``params`` without a vocabulary (the front-end
-        only: fast, no model needed), to reject a malformed grammar early.
-
-        Raises
-        ------
-        leapgen.errors.GrammarError
-            If the regex or schema is malformed or unsupported. Passing does
-            not guarantee the compile succeeds (automaton limits, an empty
-            language are found later).
-        """
-        if params.choice is not None:
-            if not all(isinstance(c, str) for c in params.choice):
-                raise GrammarError("choice must be a list of str")
-        elif params.json_schema is not None:
-            from leapgen.grammar.json import json_schema_to_ir
-
-            json_schema_to_ir(
-                _parse_schema(params.json_schema),
-                any_whitespace=params.json_any_whitespace,
-                indent=params.json_indent,
-                separators=params.json_separators,
-                any_order=params.json_any_order,
-            )
-        elif params.regex is not None:
-            from leapgen.grammar.regex import parse_regex
-
-            parse_regex(params.regex)
-        elif params.ebnf is not None:
-            from leapgen.grammar.ebnf import parse_ebnf
-
-            parse_ebnf(params.ebnf)
-        elif params.lark is not None:
-            from leapgen.grammar.lark import parse_lark
-
-            parse_lark(params.lark)
-        elif params.structural_tag is not None:  # its format tree; its contents are read at compile
-            from leapgen.grammar.structural import parse_structural_tag
-
-            parse_structural_tag(params.structural_tag)
+    #: :func:`~leapgen.engine.grammar_params.check_grammar`: the front-end alone, no vocabulary (the CLI's fail-fast).
+    check = staticmethod(check_grammar)
 
     def compile(self, params: SamplingParams) -> tuple[Any, float]:
         """Compile the grammar of ``params``.
@@ -412,24 +376,7 @@ class GrammarManager:
         """
         if self._fill_pool is None:
             self._fill_pool = ThreadPoolExecutor(1, thread_name_prefix="leapgen-mask")
-
-        debug = grammar_log.debug_enabled()
-
-        def fill():
-            start = time.perf_counter()
-            if timing is not None:
-                timing["start"] = start
-            if debug:
-                need = [_logged_fill(m, bitmask, i, request_ids[i] if request_ids else i)
-                        for i, m in enumerate(matchers)]
-            else:
-                need = [m.fill_next_token_bitmask(bitmask, i) for i, m in enumerate(matchers)]
-            end = time.perf_counter()
-            if timing is not None:
-                timing["end"] = end
-            return need, (end - start) * 1000.0
-
-        return self._fill_pool.submit(fill)
+        return self._fill_pool.submit(fill_rows, matchers, bitmask, timing, request_ids, grammar_log.debug_enabled())
 
     def mask_cache_counts(self) -> tuple[int, int]:
         """(hits, misses) of the per-state bitmask caches of every compiled
@@ -454,27 +401,8 @@ class GrammarManager:
             ``params`` has no grammar.
         """
         if self.backend_name != "leapgen":
-            return self._peer_compile_call(params)
-        if params.json_schema is not None or params.json_object:
-            options = dict(any_whitespace=params.json_any_whitespace, indent=params.json_indent,
-                           separators=params.json_separators, strict_mode=params.json_strict and not params.json_object,
-                           any_order=params.json_any_order)
-            if params.json_whitespace_pattern is not None:
-                options["whitespace_pattern"] = params.json_whitespace_pattern
-            return "compile_json_schema", (_schema_of(params),), options
-        if params.regex is not None:
-            return "compile_regex", (params.regex,), {}
-        if params.ebnf is not None:
-            return "compile_grammar", (params.ebnf,), {}
-        if params.lark is not None:
-            return "compile_lark", (params.lark,), {}
-        if params.structural_tag is not None:
-            return "compile_structural_tag", (params.structural_tag,), dict(
-                any_whitespace=params.json_any_whitespace, separators=params.json_separators,
-                strict_mode=params.json_strict)
-        if params.choice is not None:
-            return "compile_choice", (list(params.choice),), {}
-        raise ValueError("these SamplingParams have no grammar")
+            return peer_compile_call(params, self.backend_name)
+        return compile_call(params)
 
     def _peer_compile(self, kind: str, args: tuple, kwargs: dict) -> Any:
         """Compile with the peer backend, through an LRU of ``_MAX_SEEN``
@@ -490,49 +418,6 @@ class GrammarManager:
             while len(self._peer_cache) > _MAX_SEEN:
                 self._peer_cache.popitem(last=False)
         return compiled
-
-    def _peer_compile_call(self, params: SamplingParams) -> tuple[str, tuple, dict]:
-        """:meth:`_compile_call` for a peer backend (its compile verbs)."""
-        if params.json_schema is not None or params.json_object:
-            if params.json_indent is not None:
-                raise GrammarError(f"the {self.backend_name} backend has no indented JSON layout")
-            if params.json_whitespace_pattern is not None:
-                raise GrammarError(f"the {self.backend_name} backend has no JSON whitespace_pattern")
-            compact = tuple(params.json_separators) == (",", ":")
-            if not compact and tuple(params.json_separators) != DEFAULT_JSON_SEPARATORS:
-                raise GrammarError(f"the {self.backend_name} backend has no custom JSON separators")
-            # any_whitespace=False is the compact layout in every peer; the default one needs flexible whitespace.
-            options = dict(any_whitespace=params.json_any_whitespace or not compact,
-                           strict_mode=params.json_strict and not params.json_object)
-            if params.json_any_order:  # xgrammar passes it on; the other peers' backends refuse it by name
-                options["any_order"] = True
-            return "compile_json_schema", (_schema_of(params),), options
-        if params.regex is not None:
-            return "compile_regex", (params.regex,), {}
-        if params.ebnf is not None:
-            return "compile_grammar", (params.ebnf,), {}
-        if params.lark is not None:
-            return "compile_lark", (params.lark,), {}
-        if params.structural_tag is not None:
-            if tuple(params.json_separators) != DEFAULT_JSON_SEPARATORS or not params.json_strict:
-                raise GrammarError(f"the {self.backend_name} backend compiles a structural tag's JSON with "
-                                   "flexible whitespace and strict objects only")
-            return "compile_structural_tag", (params.structural_tag,), {}
-        if params.choice is not None:
-            return "compile_choice", (list(params.choice),), {}
-        raise ValueError("these SamplingParams have no grammar")
-
-    def allows_non_stop(self, matcher: Any, stop_token_ids: Iterable[int]) -> bool:
-        """Whether ``matcher`` (not mutated) allows a token that is not one of
-        ``stop_token_ids`` (False: the grammar is complete and only ends)."""
-        bitmask = allocate_token_bitmask(1, self.vocab_size)
-        matcher.fill_next_token_bitmask(bitmask, 0)
-        words = bitmask[0].numpy().view("uint32").copy()  # (ceil(V/32),)
-        for tid in stop_token_ids:
-            w, b = divmod(tid, 32)
-            if w < words.size:
-                words[w] &= ~(1 << b) & 0xFFFFFFFF
-        return bool(words.any())
 
     def new_matcher(self, compiled: Any, stop_token_ids: Iterable[int]) -> Any:
         """A fresh :class:`GrammarMatcher` (or peer
@@ -561,37 +446,7 @@ def _close_worker(worker: Any, temporary: Any) -> None:
         temporary.cleanup()
 
 
-def _logged_fill(matcher: Any, bitmask: Any, row: int, request_id: int) -> bool:
-    """One row's fill with its grammar debug line: a mask-cache hit or a miss (and its time)."""
-    grammar = getattr(matcher, "compiled_grammar", None)
-    misses = getattr(grammar, "mask_cache_misses", None)
-    start = time.perf_counter()
-    need = matcher.fill_next_token_bitmask(bitmask, row)
-    if misses is None:
-        grammar_log.logger.debug("mask fill: request %s (%.2f ms)", request_id, (time.perf_counter() - start) * 1e3)
-    elif grammar.mask_cache_misses > misses:
-        grammar_log.logger.debug("mask cache miss: request %s (%.2f ms)", request_id,
-                                 (time.perf_counter() - start) * 1e3)
-    else:
-        grammar_log.logger.debug("mask cache hit: request %s", request_id)
-    return need
-
-
 def _size_of(compiled: Any) -> int:
     size = getattr(compiled, "memory_size_bytes", None)
     return size() if callable(size) else 0
 
-
-#: The schema of ``json_object``: any JSON object (read with ``strict_mode=False``: any members).
-JSON_OBJECT_SCHEMA = {"type": "object"}
-
-
-def _schema_of(params: SamplingParams) -> Any:
-    """The JSON Schema of a ``json_schema`` or ``json_object`` request."""
-    return JSON_OBJECT_SCHEMA if params.json_object else _parse_schema(params.json_schema)
-
-
-def _parse_schema(schema: Any) -> Any:
-    """A schema given as JSON text, parsed (dicts and bools pass through); a SchemaError with a JSON
-    pointer for text that is not JSON or nests too deeply (:func:`leapgen.grammar.json.load_schema`)."""
-    return load_schema(schema)

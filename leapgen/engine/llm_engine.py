@@ -34,6 +34,7 @@ from leapgen.engine.grammar_manager import (DEFAULT_DISK_CACHE_BYTES, DEFAULT_GR
                                             DEFAULT_MAX_GRAMMAR_BYTES, GrammarManager)
 from leapgen.engine.jump_forward import JumpForward, common_prefix_length, try_jump_forward
 from leapgen.engine.logprobs import entry_of, output_entries, prompt_rows_needed, rows_needed, score_batch
+from leapgen.engine.mask_fill import allows_non_stop
 from leapgen.engine.model_loader import DEFAULT_MODEL, LoadedModel, configure_threads, load_model
 from leapgen.engine.model_runner import ModelRunner
 from leapgen.engine.parallel_sampling import make_samples, prompt_ready, rides_on, share_prompt, waits_for_leader
@@ -594,7 +595,7 @@ class LLM:
                     if self._hit_stop_string(req):  # a stop string inside the forced text ends it there
                         return
         if req.matcher is not None and req.grammar_ready and req.matcher.is_completed():
-            if not self.grammar.allows_non_stop(req.matcher, req.stop_token_ids):
+            if not allows_non_stop(req.matcher, req.stop_token_ids, self.grammar.vocab_size):
                 self._end(req, FinishReason.GRAMMAR)  # nothing left but EOS: save the forward
             elif len(req.output_ids) >= req.params.max_tokens:
                 self._end(req, FinishReason.LENGTH)
