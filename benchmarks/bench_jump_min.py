@@ -51,12 +51,12 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=None)
     args = p.parse_args(argv)
 
-    from leapgen.engine import LLM, llm_engine
+    from leapgen.engine import LLM, engine_core
     from leapgen.engine.model_loader import load_model
     from leapgen.errors import GrammarError
 
     jumps: list[tuple[int, int]] = []  # (forced characters, tokens added) of every jump taken
-    real = llm_engine.try_jump_forward
+    real = engine_core.try_jump_forward
 
     def counted(matcher, output_ids, *a, **k):
         got = real(matcher, output_ids, *a, **k)
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
             jumps.append((len(got.forced_text), len(got.new_ids) - len(output_ids)))
         return got
 
-    llm_engine.try_jump_forward = counted
+    engine_core.try_jump_forward = counted
     loaded = load_model("default")
     llm = LLM(loaded=loaded, num_threads=args.threads, max_running=max(args.concurrency))
     size = {c: args.c1_requests if c == 1 else args.requests for c in args.concurrency}
