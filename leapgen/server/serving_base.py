@@ -267,6 +267,16 @@ async def openai_sse(group: RequestGroup, buffered: list, renderer: Any, *, incl
     yield "data: [DONE]\n\n"
 
 
+def openai_stream_body(body: Any, renderer: Any) -> Any:
+    """The ``stream_body`` of :func:`serve_completion` for an OpenAI completion request ``body``:
+    :func:`openai_sse` when ``body.stream`` (with the usage chunk when ``body.stream_options.include_usage``),
+    else None (answer in full)."""
+    if not body.stream:
+        return None
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    return lambda group, buffered: openai_sse(group, buffered, renderer, include_usage=include_usage)
+
+
 def data_line(body: dict) -> str:
     """One SSE ``data:`` line."""
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"

@@ -21,7 +21,7 @@ from leapgen.engine.chat.output_parser import ChatStream, OutputParser
 from leapgen.engine.chat.plan import chat_output
 from leapgen.server.protocol import finish_reason_of, make_id, now, usage_of
 from leapgen.server.protocol_chat import ChatCompletionRequest
-from leapgen.server.serving_base import Renderer, openai_sse, serve_completion
+from leapgen.server.serving_base import Renderer, openai_stream_body, serve_completion
 
 
 class ChatRenderer(Renderer):
@@ -125,11 +125,6 @@ async def create_chat_completion(body: ChatCompletionRequest, http: HttpRequest,
     renderer = ChatRenderer(make_id("chatcmpl"), model_name, now(),
                             engine.llm.grammar.token_text_bytes if wants else None, wants_logprobs=wants,
                             parser=plan.parser)
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    stream_body = None
-    if body.stream:
-        stream_body = lambda group, buffered: openai_sse(  # noqa: E731
-            group, buffered, renderer, include_usage=include_usage)
     return await serve_completion(http, engine, [plan.prompt_ids], [plan.params], chat=True,
                                   grammar_field="tools" if plan.calls_tools else field,
-                                  renderer=renderer, stream_body=stream_body)
+                                  renderer=renderer, stream_body=openai_stream_body(body, renderer))

@@ -10,7 +10,7 @@ from fastapi import Request as HttpRequest
 
 from leapgen.engine.async_llm import AsyncLLM
 from leapgen.server.protocol import CompletionRequest, finish_reason_of, make_id, now, usage_of
-from leapgen.server.serving_base import Renderer, openai_sse, serve_completion
+from leapgen.server.serving_base import Renderer, openai_stream_body, serve_completion
 
 
 class CompletionRenderer(Renderer):
@@ -98,10 +98,5 @@ async def create_completion(body: CompletionRequest, http: HttpRequest, engine: 
     renderer = CompletionRenderer(make_id("cmpl"), model_name, now(),
                                   engine.llm.grammar.token_text_bytes if wants else None,
                                   echoes=echoes, wants_logprobs=wants)
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    stream_body = None
-    if body.stream:
-        stream_body = lambda group, buffered: openai_sse(  # noqa: E731
-            group, buffered, renderer, include_usage=include_usage)
     return await serve_completion(http, engine, prompts, [params] * len(prompts), chat=False, grammar_field=field,
-                                  renderer=renderer, stream_body=stream_body)
+                                  renderer=renderer, stream_body=openai_stream_body(body, renderer))
