@@ -12,7 +12,7 @@ pytestmark = pytest.mark.model
 @pytest.fixture(scope="session")
 def server():
     """(base_url, AsyncLLM) of a running server."""
-    from live_server import running_server
+    from tests.server.helpers import running_server
 
     yield from running_server()
 

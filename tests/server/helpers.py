@@ -1,5 +1,6 @@
 """Helpers of the server tests: a free loopback port, an engine over the embedded model, an app run by
-uvicorn in a thread."""
+uvicorn in a thread, a server over an engine of its own (the ``server`` fixture's, and the tests' that
+need one with other engine options)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,20 @@ def new_engine(**kwargs):
     queued = kwargs.pop("max_queued_requests", None)
     llm = LLM(loaded=_loaded_model(), num_threads=int(os.environ.get("LEAPGEN_NUM_THREADS", "1")), **kwargs)
     return AsyncLLM(llm, max_queued_requests=queued)
+
+
+def running_server(**llm_options):
+    """Start a server over an :class:`LLM` (its own model load) with ``llm_options`` (a generator:
+    yields ``(base_url, AsyncLLM)``, stops it when resumed)."""
+    needs_server_stack()
+    from leapgen.engine.async_llm import AsyncLLM
+    from leapgen.engine.llm_engine import LLM
+    from leapgen.server.app import create_app
+
+    llm = LLM(num_threads=int(os.environ.get("LEAPGEN_NUM_THREADS", "1")), max_running=16, **llm_options)
+    engine = AsyncLLM(llm)
+    base_url, stop = run_server(create_app(engine))
+    yield base_url, engine
+    stop()
+    engine.stop()
+    llm.close()  # the compile worker and the temporary grammar disk cache

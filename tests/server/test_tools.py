@@ -229,7 +229,7 @@ def test_structural_tags_as_constraints(server, client):
 def reasoning_client():
     """A client of a second server, started with ``--reasoning-parser deepseek_r1``: SmolLM2 never
     closes a think block, so its thinking ends where ``max_reasoning_tokens`` makes the server end it."""
-    from live_server import running_server
+    from tests.server.helpers import running_server
 
     servers = running_server(reasoning_parser="deepseek_r1")
     base, _ = next(servers)
