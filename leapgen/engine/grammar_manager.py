@@ -390,13 +390,15 @@ class GrammarManager:
                 sum(getattr(c, "mask_cache_misses", 0) for c in seen))
 
     def _compile_call(self, params: SamplingParams) -> tuple[str, tuple, dict]:
-        """The compiler method, arguments and options of ``params``' grammar.
+        """The compiler method, arguments and options of ``params``' grammar
+        (:func:`~leapgen.engine.grammar_params.compile_call`, or
+        :func:`~leapgen.engine.grammar_params.peer_compile_call` with a peer backend).
 
         Raises
         ------
         leapgen.errors.GrammarError
-            A JSON layout the peer backend does not have (indent, separators
-            other than compact or the default).
+            A JSON layout the peer backend does not have (indent, a whitespace
+            pattern, separators other than compact or the default).
         ValueError
             ``params`` has no grammar.
         """
