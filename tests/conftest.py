@@ -42,13 +42,13 @@ def pytest_collection_modifyitems(config, items):
     for marker, (module, reason) in ENGINE_MARKERS.items():
         if importlib.util.find_spec(module) is None:
             for item in items:
-                if marker in item.keywords:
+                if item.get_closest_marker(marker):
                     item.add_marker(pytest.mark.skip(reason=reason))
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow")
     for item in items:
-        if "slow" in item.keywords:
+        if item.get_closest_marker("slow"):  # not item.keywords: it also holds the checkout's folder names
             item.add_marker(skip)
 
 
