@@ -8,7 +8,8 @@ conjunction (a schema's own keywords, then its ``$ref`` target, whose
 siblings are ignored when the root declares draft 4-7, then its ``allOf``
 members in order, recursively), then each alternative the instance takes, in
 turn: the ``anyOf``/``oneOf`` branch it matches, ``if`` with ``then`` or
-``else`` as it matches ``if``, the ``dependentSchemas`` and
+``else`` as it matches ``if`` (``else`` followed by the property names of ``if``, which the
+complement of ``if`` declares), the ``dependentSchemas`` and
 ``dependentRequired`` (draft-07 ``dependencies``) of names present (leapgen rewrites all of these as
 ``anyOf`` and puts each branch after its siblings). A property named by
 several merged schemas keeps its first position and gets all their schemas.
@@ -147,9 +148,11 @@ def _collect(schema, data, ctx: _Context, depth: int, flat: dict, chosen: list) 
         branches = schema.get(key)
         if isinstance(branches, list):
             chosen.append([next((b for b in branches if ctx.fits(b, data)), None)])
-    if "if" in schema:
+    if "if" in schema:  # leapgen's branches: if + then, or else + (not if), which declares if's property names
         fits = ctx.fits(schema["if"], data)
-        chosen.append([schema["if"], schema.get("then")] if fits else [schema.get("else")])
+        props = schema["if"].get("properties") if isinstance(schema["if"], dict) else None
+        chosen.append([schema["if"], schema.get("then")] if fits else
+                      [schema.get("else"), {"properties": props} if isinstance(props, dict) else None])
     if isinstance(data, dict):
         for key in ("dependentSchemas", "dependentRequired", "dependencies"):
             deps = schema.get(key)

@@ -118,10 +118,34 @@ def _search(pattern: str, text: str) -> bool:
         raise OracleTimeout(pattern) from None
 
 
+#: RFC 3339 Appendix A ``duration``, written from the RFC's ABNF (``jsonschema`` checks it only with the
+#: ``isoduration`` package, which is not a dependency; unchecked, a negated format turns into false verdicts).
+_DUR_TIME = r"T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DURATION = regex.compile(rf"P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)(?:{_DUR_TIME})?"
+                          rf"|{_DUR_TIME}|[0-9]+W)")
+#: RFC 1123 host names: labels of 1-63 letters, digits and inner hyphens, 253 characters in all (``jsonschema``
+#: checks ``hostname`` only with the ``fqdn`` package).
+_LABEL = regex.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def _is_duration(text) -> bool:
+    return not isinstance(text, str) or _DURATION.fullmatch(text) is not None
+
+
+def _is_hostname(text) -> bool:
+    if not isinstance(text, str):
+        return True
+    return 0 < len(text) <= 253 and all(_LABEL.fullmatch(label) for label in text.split("."))
+
+
 def _format_checker() -> jsonschema.FormatChecker:
-    """Draft 2020-12's format checks; ``date`` and ``date-time`` of the year 0000 (RFC 3339 allows
-    0000-9999, Python's ``datetime`` starts at 1) are checked as the year 2000, the same calendar."""
+    """Draft 2020-12's format checks, with ``duration`` and ``hostname`` (above) where ``jsonschema``
+    would skip them; ``date`` and ``date-time`` of the year 0000 (RFC 3339 allows 0000-9999, Python's
+    ``datetime`` starts at 1) are checked as the year 2000, the same calendar."""
     checker = copy.deepcopy(jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    for name, func in (("duration", _is_duration), ("hostname", _is_hostname)):
+        if name not in checker.checkers:
+            checker.checks(name)(func)
     for name in ("date", "date-time"):
         func, raises = checker.checkers[name]
 
