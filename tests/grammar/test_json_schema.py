@@ -410,6 +410,18 @@ def test_formats_strict_and_unknown():
     check({"type": ["string", "integer"], "format": "date"}, accept=['"2024-02-29"', "1"], reject=['"2023-02-29"'])
 
 
+def test_a_narrowed_format_negated_is_compiled_with_a_warning():
+    # hostname is compiled to a subset of RFC 1123's names (no xn-- A-labels, label tiers): exact as itself
+    # (its language is inside the format's), a superset under not or a oneOf branch that must fail (issue 15,
+    # schema fuzz: not {format: hostname} accepted "ab--c", an RFC 1123 name)
+    assert json_schema_to_ir({"type": "string", "format": "hostname"})[1] == []
+    for schema in ({"not": {"type": "string", "format": "hostname"}},
+                   {"oneOf": [{"type": "string"}, {"type": "string", "format": "hostname"}]}):
+        _, w = json_schema_to_ir(schema, strict_mode=False)
+        assert any("'hostname'" in x and "negation" in x for x in w), w
+    assert json_schema_to_ir({"not": {"type": "string", "format": "date"}})[1] == []  # exact formats: none
+
+
 # ---------------------------------------------------------------------------
 # Keywords and errors
 

@@ -289,6 +289,11 @@ FORMATS: dict[str, Callable[[], Node]] = {
 }
 """Supported ``format`` names -> builder of the string-content IR."""
 
+#: Formats compiled to a subset of the names they allow (``hostname``: no ``xn--`` A-labels, the
+#: 253-character total by label tiers, see above). Their complement (``not``, a ``oneOf`` branch that
+#: must fail) is then a superset: compiled with a warning.
+NARROWED_FORMATS = frozenset({"hostname"})
+
 STANDARD_FORMATS = frozenset({
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
     "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",

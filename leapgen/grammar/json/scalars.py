@@ -16,7 +16,7 @@ from .. import ir
 from ..ir import Node
 from ..regex import parse_regex
 from .containers import count_arg
-from .formats import FORMATS
+from .formats import FORMATS, NARROWED_FORMATS
 from .lengths import MAX_EXACT_LENGTH, blocked_content
 from .merge import NON_INTEGER, NOT_FORMATS, NOT_PATTERNS, Patterns, join_pointer
 from .numbers import NO_EXPONENT, NON_INTEGER_NUMBER, decimal_spellings, int_range, multiple_of, number_range
@@ -154,6 +154,9 @@ def _content_constraints(c, schema: dict, ptr: str) -> list:
         node = format_content(c, f, join_pointer(ptr, NOT_FORMATS))
         if node is not None:
             excluded.append(node)
+        if f in NARROWED_FORMATS:
+            c.warn(ptr, f"format {f!r} is compiled to a subset of its names (no xn-- A-labels, lengths by label "
+                        "tiers), so its negation here also admits the names left out")
     if excluded:
         parts.append(ir.diff(CANONICAL_CONTENT, ir.alt(*excluded)))
     return parts
