@@ -71,6 +71,22 @@ def tools(corpus: Path, count: int, accepts) -> list[tuple[str, dict, str]]:
     return out
 
 
+def leapgen_accepts(info):
+    """``accepts(schema, text)`` for :func:`tools`: leapgen compiles ``schema`` (flexible whitespace) and
+    matches ``text`` in full; a schema it refuses accepts nothing."""
+    from leapgen import GrammarCompiler, GrammarMatcher
+
+    checker = GrammarCompiler(info)
+
+    def accepts(schema, text):
+        try:
+            m = GrammarMatcher(checker.compile_json_schema(schema, any_whitespace=True))
+        except Exception:  # a schema leapgen refuses is no use here
+            return False
+        return m.accept_string(text) and m.is_completed()
+    return accepts
+
+
 def structural_tag(chosen) -> dict:
     return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [
         {"begin": '<tool_call>\n{"name": "%s", "arguments": ' % name,
@@ -149,25 +165,13 @@ def main() -> None:
     args = ap.parse_args()
     from vocab_loaders import load_hf_tokenizer, load_tokenizer_info
 
-    from leapgen import GrammarCompiler, GrammarMatcher
-
     info, hf = load_tokenizer_info(args.tokenizer), load_hf_tokenizer(args.tokenizer)
     counts = [int(x) for x in args.tools.split(",")]
-    checker = GrammarCompiler(info)
-
-    def accepts(schema, text):
-        try:
-            m = GrammarMatcher(checker.compile_json_schema(schema, any_whitespace=True))
-        except Exception:  # a schema leapgen refuses is no use here
-            return False
-        return m.accept_string(text) and m.is_completed()
-
-    pool = tools(args.corpus, args.first_tool + sum(counts), accepts)
+    pool = tools(args.corpus, args.first_tool + sum(counts), leapgen_accepts(info))
     sizes, start = [], args.first_tool
     for n in counts:
         sizes.append((n, pool[start:start + n]))
         start += n
-    del checker
     backends = args.backend.split(",")
     results = {b: [] for b in backends}
     ctx = mp.get_context("fork")

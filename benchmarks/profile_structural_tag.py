@@ -47,16 +47,7 @@ def main(argv=None) -> int:
     if args.lazy:
         structural_tags.EAGER_ROW_STATES = 0
     info, hf = load_tokenizer_info(args.tokenizer), load_hf_tokenizer(args.tokenizer)
-    checker = GrammarCompiler(info)
-
-    def accepts(schema, text):
-        try:
-            m = GrammarMatcher(checker.compile_json_schema(schema, any_whitespace=True))
-        except Exception:  # a schema leapgen refuses is no use here
-            return False
-        return m.accept_string(text) and m.is_completed()
-
-    chosen = bench.tools(workloads.JSB_ROOT, args.first_tool + args.tools, accepts)[args.first_tool:]
+    chosen = bench.tools(workloads.JSB_ROOT, args.first_tool + args.tools, bench.leapgen_accepts(info))[args.first_tool:]
     compiler = GrammarCompiler(info, cache_entries=0)
     compiler.compile_structural_tag(bench.structural_tag(chosen[:1]))  # kernels loaded
     t0 = time.perf_counter()
