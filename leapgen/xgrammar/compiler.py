@@ -15,8 +15,8 @@ from leapgen.compiler import GrammarCompiler as NativeGrammarCompiler
 from leapgen.errors import DeserializeFormatError, GrammarError
 from leapgen.xgrammar import serialization as ser
 from leapgen.xgrammar.config import get_max_recursion_depth
-from leapgen.xgrammar.grammar import (XGRAMMAR_JSON_GBNF, Grammar, json_schema_options, schema_ir, schema_text,
-                                      structural_tag_grammar, structural_tag_json)
+from leapgen.xgrammar.grammar import (XGRAMMAR_JSON_GBNF, Grammar, json_schema_options, refuse_named_grammars,
+                                      schema_ir, schema_text, structural_tag_grammar, structural_tag_json)
 from leapgen.xgrammar.tokenizer_info import TokenizerInfo
 
 
@@ -234,8 +234,7 @@ class GrammarCompiler:
         GrammarError
             Syntax error or unsupported construct (line:column), ``named_grammars``.
         """
-        if named_grammars:
-            raise GrammarError("named grammars (xgrammar's @name references in Lark) are not supported by leapgen")
+        refuse_named_grammars(named_grammars)
         return self._wrap(self._native.compile_lark(lark_string), ("lark", lark_string))
 
     def compile_structural_tag(self, *args, **kwargs) -> CompiledGrammar:

@@ -114,6 +114,12 @@ def schema_ir(text: str, options: dict):
         raise GrammarError(str(e)) from None
 
 
+def refuse_named_grammars(named_grammars) -> None:
+    """Raise GrammarError when xgrammar's Lark ``named_grammars`` (``@name`` references) are given."""
+    if named_grammars:
+        raise GrammarError("named grammars (xgrammar's @name references in Lark) are not supported by leapgen")
+
+
 class Grammar:
     """A grammar for guided generation (``xgrammar.Grammar``); build it with the
     ``from_*`` constructors, :meth:`builtin_json_grammar`, :meth:`concat`,
@@ -244,8 +250,7 @@ class Grammar:
         """
         from leapgen.grammar.lark import parse_lark
 
-        if named_grammars:
-            raise GrammarError("named grammars (xgrammar's @name references in Lark) are not supported by leapgen")
+        refuse_named_grammars(named_grammars)
         return Grammar._make(parse_lark(lark_string), ("lark", lark_string))
 
     @staticmethod

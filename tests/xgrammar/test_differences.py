@@ -201,6 +201,9 @@ def test_lark():
             L.Grammar.from_lark(extension)
     with pytest.raises(RuntimeError, match="named grammars"):
         L.Grammar.from_lark('start: @inner', named_grammars={"inner": 'start: "x"'})
+    with pytest.raises(RuntimeError, match="named grammars"):
+        L.GrammarCompiler(L.TokenizerInfo(VOCAB), max_threads=1).compile_lark('start: @inner',
+                                                                            named_grammars={"inner": 'start: "x"'})
 
 
 def test_any_order():
