@@ -129,6 +129,22 @@ class CompileCache:
             self.disk.store(key, compiled.dfa, compiled.kind, compiled.warnings)
         return compiled
 
+    def adopt(self, key: tuple, dfa, kind: str, warnings: tuple[str, ...]) -> None:
+        """Cache the grammar of a DFA compiled in another process under ``key``, as a disk entry is
+        revived (the compile worker hands its new DFAs back this way, so the caller's next compile of
+        ``key`` is a memory hit instead of a disk read). Mutates the cache; nothing happens if ``key``
+        is cached already or the cache has no ``revive``.
+
+        Raises
+        ------
+        GrammarError
+            What ``revive`` raises (a size limit).
+        """
+        with self._lock:
+            if key in self._entries or self._revive is None:
+                return
+        self._add(key, self._revive(dfa, kind, warnings, key))
+
     def _add(self, key: tuple, compiled: CompiledGrammar) -> None:
         with self._lock:
             if not self.max_entries:

@@ -9,14 +9,18 @@ manager's compile thread hands the work to one worker process and waits for
 it without the GIL. The worker runs at a lower CPU priority (``nice``), so
 when the CPUs are short the decoding requests go first.
 
-How the compiled grammar comes back: through the compiler's disk cache. The
-worker and the engine's :class:`~leapgen.GrammarCompiler` share a private
-cache folder; the worker compiles (and stores a regular grammar's DFA there),
-then the engine's compile of the same grammar is a disk hit (the DFA is read
-and wrapped, milliseconds). A context-free grammar is not disk-cached, so the
-engine compiles it again on its own thread (the old behaviour, stall
-included). A grammar error raised in the worker is raised again, same type and
-attributes, in the engine.
+How the compiled grammar comes back: a new regular grammar's DFA (with its
+cache key) rides in the worker's reply, and the engine's
+:class:`~leapgen.GrammarCompiler` adopts it into its memory cache
+(:meth:`CompileCache.adopt`), so the engine's compile of the same grammar is a
+memory hit (the DFA wrapped, milliseconds). The worker writes the DFA to the
+disk cache folder the two share after replying, not before: a compressed,
+fsynced write and its read back took 60-90 ms of the first request's TTFT
+(``benchmarks/bench_cold_start.py``). That folder still serves the grammars
+the worker finds in its own memory cache (no DFA in the reply then). A
+context-free grammar is not disk-cached, so the engine compiles it again on
+its own thread (the old behaviour, stall included). A grammar error raised in
+the worker is raised again, same type and attributes, in the engine.
 
 The worker is a plain ``python -m leapgen.engine.compile_worker`` subprocess
 talking pickles over pipes, not ``multiprocessing``: a spawned
@@ -99,6 +103,10 @@ class CompileWorker:
     ----------
     cache_bytes : int
         The worker compiler's in-memory cache bytes, as of its last reply.
+    last_reply : dict
+        What the worker said of its last successful compile (see :meth:`compile`).
+    new_dfas : list of (tuple, Dfa, str, tuple of str)
+        The DFAs that compile built, with their cache keys.
 
     Notes
     -----
@@ -124,6 +132,7 @@ class CompileWorker:
         self._ready = False
         self.cache_bytes = 0
         self.last_reply: dict = {}
+        self.new_dfas: list = []
 
     @property
     def pid(self) -> int:
@@ -157,9 +166,12 @@ class CompileWorker:
         -------
         bool
             True if the grammar is regular (so the engine's compile of it now
-            hits the disk cache). :attr:`last_reply` then holds what the
-            worker said of it (``hit``: it was in the worker's memory cache;
-            ``ms``, ``n_states``, ``bytes``).
+            hits its memory cache once :attr:`new_dfas` are adopted, or the
+            disk cache). :attr:`last_reply` then holds what the worker said
+            of it (``hit``: it was in the worker's memory cache; ``ms``,
+            ``n_states``, ``bytes``), and :attr:`new_dfas` the ``(key, dfa,
+            kind, warnings)`` of each DFA the compile built, for
+            :meth:`CompileCache.adopt`.
 
         Raises
         ------
@@ -186,6 +198,7 @@ class CompileWorker:
             self.cache_bytes = result[-1]
             raise _rebuild_error(*result[1:-1])
         self.last_reply = result[2]
+        self.new_dfas = result[3]
         self.cache_bytes = result[2]["cache_bytes"]
         return result[1]
 
@@ -198,12 +211,37 @@ class CompileWorker:
             self._proc.kill()
 
 
+class _WriteBehind:
+    """The worker compiler's disk cache, written after the reply: :meth:`store` keeps the entry
+    (the reply carries it), :meth:`flush` writes what was kept."""
+
+    def __init__(self, disk: Any):
+        self.disk = disk
+        self.kept: list[tuple] = []
+
+    def load(self, key: tuple) -> Any:
+        return self.disk.load(key) if self.disk is not None else None
+
+    def store(self, key: tuple, dfa: Any, kind: str, warnings: tuple[str, ...]) -> bool:
+        self.kept.append((key, dfa, kind, warnings))
+        return True
+
+    def take(self) -> list[tuple]:
+        kept, self.kept = self.kept, []
+        return kept
+
+    def flush(self, entries: list[tuple]) -> None:
+        for entry in entries if self.disk is not None else ():
+            self.disk.store(*entry)
+
+
 def _serve(cache_dir: str, niceness: int, options: dict) -> None:
     """The worker's loop: read ``(method, args, kwargs)``, compile, answer
-    ``("ok", is_regular, facts)`` or ``("error", class name, args, attributes,
-    cache_bytes)`` (an unexpected exception answers ``("ok", False, facts)``:
-    the engine then compiles on its own and meets it); exit when the engine
-    closes the pipe."""
+    ``("ok", is_regular, facts, new_dfas)`` or ``("error", class name, args,
+    attributes, cache_bytes)`` (an unexpected exception answers ``("ok",
+    False, facts, [])``: the engine then compiles on its own and meets it),
+    then write the new DFAs to the disk cache; exit when the engine closes
+    the pipe."""
     import signal
     import time
 
@@ -222,6 +260,7 @@ def _serve(cache_dir: str, niceness: int, options: dict) -> None:
         compiler = GrammarCompiler(pickle.load(f), cache_dir=cache_dir, **options)
     _send(replies, "ready")
     cache = compiler.cache
+    disk = cache.disk = _WriteBehind(cache.disk)
     while True:
         try:
             method, args, kwargs = _recv(requests)
@@ -233,13 +272,15 @@ def _serve(cache_dir: str, niceness: int, options: dict) -> None:
             facts = {"hit": cache.hits > hits, "ms": (time.perf_counter() - start) * 1e3,
                      "n_states": getattr(compiled, "n_states", None), "bytes": compiled.memory_size_bytes(),
                      "cache_bytes": cache.memory_size_bytes()}
-            reply = ("ok", bool(compiled.is_regular), facts)
+            reply = ("ok", bool(compiled.is_regular), facts, disk.take())
         except leapgen.errors.GrammarError as exc:
             reply = ("error", type(exc).__name__, exc.args, dict(vars(exc)), cache.memory_size_bytes())
         except Exception:  # noqa: BLE001 - a bug: the engine compiles it itself and sees the error
-            reply = ("ok", False, {"cache_bytes": cache.memory_size_bytes()})
+            reply = ("ok", False, {"cache_bytes": cache.memory_size_bytes()}, [])
         compiled = None  # not kept past the cache's bound by this loop's variable
         _send(replies, reply)
+        disk.flush(reply[3] if reply[0] == "ok" else disk.take())
+        reply = None
 
 
 if __name__ == "__main__":

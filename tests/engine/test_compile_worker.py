@@ -1,6 +1,6 @@
-"""The compile worker process: a grammar compiled there is a disk-cache hit
-for the engine's compiler; its grammar errors come back with their type and
-attributes; a dead worker is reported."""
+"""The compile worker process: a grammar compiled there comes back in the
+reply (and in the disk cache) for the engine's compiler; its grammar errors
+come back with their type and attributes; a dead worker is reported."""
 
 from __future__ import annotations
 
@@ -18,8 +18,25 @@ def worker(toy_info, tmp_path):
     w.shutdown()
 
 
-def test_a_regular_grammar_comes_back_through_the_disk_cache(worker, toy_info, tmp_path):
+def test_a_new_regular_grammar_comes_back_in_the_reply(worker, toy_info, tmp_path):
+    """Its DFA rides in the reply: the engine's compiler adopts it and then compiles it from memory,
+    without reading the disk (the worker writes it there after replying)."""
     assert worker.compile("compile_regex", ("(ab|cat)+",), {}) is True
+    assert [entry[0] for entry in worker.new_dfas] == [("regex", "(ab|cat)+")]
+    engine_side = GrammarCompiler(toy_info, cache_dir=str(tmp_path))
+    for entry in worker.new_dfas:
+        engine_side.cache.adopt(*entry)
+    compiled = engine_side.compile_regex("(ab|cat)+")
+    assert (engine_side.cache.hits, engine_side.cache.disk_hits) == (1, 0)
+    local = GrammarCompiler(toy_info).compile_regex("(ab|cat)+")
+    assert compiled.is_regular and compiled.n_states == local.n_states
+    assert (compiled.dfa.trans == local.dfa.trans).all()
+
+
+def test_the_disk_cache_gets_it_too_and_a_worker_hit_sends_no_dfa(worker, toy_info, tmp_path):
+    assert worker.compile("compile_regex", ("(ab|cat)+",), {}) is True
+    assert worker.compile("compile_regex", ("(ab|cat)+",), {}) is True  # the write ended before this reply
+    assert worker.last_reply["hit"] and worker.new_dfas == []
     engine_side = GrammarCompiler(toy_info, cache_dir=str(tmp_path))
     compiled = engine_side.compile_regex("(ab|cat)+")
     assert engine_side.cache.disk_hits == 1 and compiled.is_regular
@@ -52,3 +69,25 @@ def test_the_worker_says_when_it_is_set_up(worker):
         time.sleep(0.05)
     assert worker.is_ready()
     assert worker.compile("compile_regex", ("(ab|cat)+",), {}) is True
+
+
+def test_the_grammar_manager_compiles_in_the_worker_and_reads_no_disk():
+    """A served compile: the worker compiles, the engine's compiler adopts the DFA from the reply; its
+    own compile is then a memory hit (no disk read, no second compile)."""
+    pytest.importorskip("torch")
+    from vocab_loaders import load_hf_tokenizer
+
+    from leapgen.engine import SamplingParams
+    from leapgen.engine.grammar_manager import GrammarManager
+
+    hf = load_hf_tokenizer("smollm2")
+    manager = GrammarManager(hf, len(hf), [hf.eos_token_id], compile_in_process=True)
+    try:
+        manager.prepare()
+        schema = {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"}},
+                  "required": ["id"]}
+        compiled, _ = manager.compile_async(SamplingParams(json_schema=schema)).result(timeout=120)
+        cache = manager.compiler.cache
+        assert compiled.is_regular and (cache.hits, cache.misses, cache.disk_hits) == (1, 0, 0)
+    finally:
+        manager.close()

@@ -56,10 +56,23 @@ def test_a_stop_string_in_text_forced_from_the_start_cuts_it(llm):
 
 
 def test_regex(llm):
-    out = llm.generate("Give me a phone number.", SamplingParams(regex=r"[0-9]{3}-[0-9]{4}"))[0]
-    assert re.fullmatch(r"[0-9]{3}-[0-9]{4}", out.text), out.text
+    out = llm.generate("Give me a phone number.", SamplingParams(regex=r"\([0-9]{3}\) [0-9]{3}-[0-9]{4}"))[0]
+    assert re.fullmatch(r"\([0-9]{3}\) [0-9]{3}-[0-9]{4}", out.text), out.text
     assert out.finish_reason == FinishReason.GRAMMAR  # complete, nothing else allowed
-    assert out.jump_forward_tokens >= 1  # the "-"
+    assert out.jump_forward_tokens >= 1  # ") " at least
+
+
+def test_one_forced_character_is_sampled_unless_asked(llm):
+    """JUMP_FORWARD_MIN_CHARS = 2 (``benchmarks/bench_jump_min.py``): the "-" is sampled, under a
+    one-token mask; ``jump_forward_min_chars=1`` jumps it."""
+    from leapgen.engine import LLM
+
+    params = SamplingParams(regex=r"[0-9]{3}-[0-9]{4}")
+    out = llm.generate("Give me a phone number.", params)[0]
+    assert re.fullmatch(r"[0-9]{3}-[0-9]{4}", out.text) and out.jump_forward_tokens == 0
+    eager = LLM(loaded=llm.loaded, jump_forward_min_chars=1, compile_in_process=False)
+    out = eager.generate("Give me a phone number.", params)[0]
+    assert re.fullmatch(r"[0-9]{3}-[0-9]{4}", out.text) and out.jump_forward_tokens >= 1
 
 
 LARK_PAIR = r"""
