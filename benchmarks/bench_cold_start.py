@@ -229,5 +229,26 @@ def serve_table(runs: int, compare: str | None = None) -> str:
             "|---|---:|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\n" + medians)
 
 
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=5, help="runs per mode (interleaved)")
+    p.add_argument("--max-tokens", type=int, nargs="+", default=[1, 256], help="generate's --max-tokens values")
+    p.add_argument("--fresh-index", action="store_true", help="remove the token index cache before the first run")
+    p.add_argument("--compare", metavar="CHECKOUT",
+                   help="another checkout's root (e.g. an export of main): its runs interleave with these")
+    p.add_argument("--no-generate", action="store_true")
+    p.add_argument("--no-serve", action="store_true")
+    args = p.parse_args(argv)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
+    if not args.no_generate:
+        print("\n#### leapgen generate, new processes (medians of %d interleaved runs)\n" % args.runs)
+        print(generate_table(args.runs, args.max_tokens, args.fresh_index, args.compare))
+    if not args.no_serve:
+        print("\n#### leapgen serve: first constrained requests of new servers\n")
+        print(serve_table(args.runs, args.compare))
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -34,6 +34,8 @@ def main(argv=None) -> int:
     p.add_argument("--schemas", type=int, default=20, help="JSONSchemaBench schemas to sample")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--top", type=int, default=25, help="functions to list")
+    p.add_argument("--names", default=None, help="comma-separated grammar names of bench_masks.py "
+                                                 "(jsb/<subset>/<id>): profile these only")
     args = p.parse_args(argv)
 
     from vocab_loaders import load_hf_tokenizer, load_tokenizer_info
@@ -42,8 +44,15 @@ def main(argv=None) -> int:
     from leapgen.errors import GrammarError
 
     hf_tokenizer, info = load_hf_tokenizer(args.tokenizer), load_tokenizer_info(args.tokenizer)
-    grammars = (workloads.fixed_grammars() + workloads.jsonschemabench_grammars(args.schemas, seed=args.seed)
-                + workloads.cfg_grammars())
+    if args.names:
+        wanted = set(args.names.split(","))
+        grammars = [g for g in workloads.jsonschemabench_grammars(None) + workloads.cfg_grammars()
+                    if g.name in wanted]
+        if missing := wanted - {g.name for g in grammars}:
+            p.error(f"no such grammars: {sorted(missing)}")
+    else:
+        grammars = (workloads.fixed_grammars() + workloads.jsonschemabench_grammars(args.schemas, seed=args.seed)
+                    + workloads.cfg_grammars())
     backend = get_backend("leapgen", info, max_compile_seconds=runner.COMPILE_LIMIT_S)
     work = []
     for g in grammars:
