@@ -231,8 +231,12 @@ class _WriteBehind:
         return kept
 
     def flush(self, entries: list[tuple]) -> None:
+        """Write ``entries``; a failed write is a disk-cache miss later, never the worker's end."""
         for entry in entries if self.disk is not None else ():
-            self.disk.store(*entry)
+            try:
+                self.disk.store(*entry)
+            except Exception:  # noqa: BLE001 - the reply already carried the DFA
+                pass
 
 
 def _serve(cache_dir: str, niceness: int, options: dict) -> None:

@@ -91,3 +91,17 @@ def test_the_grammar_manager_compiles_in_the_worker_and_reads_no_disk():
         assert compiled.is_regular and (cache.hits, cache.misses, cache.disk_hits) == (1, 0, 0)
     finally:
         manager.close()
+
+
+def test_a_failed_disk_write_does_not_end_the_worker():
+    """The write after the reply fails (here: a disk whose store raises): the worker goes on."""
+    from leapgen.engine.compile_worker import _WriteBehind
+
+    class Broken:
+        def store(self, *entry):
+            raise ValueError("disk full")
+
+    disk = _WriteBehind(Broken())
+    disk.store(("regex", "a"), None, "regex", ())
+    disk.flush(disk.take())  # raises nothing
+    assert disk.take() == []
