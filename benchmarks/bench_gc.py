@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
@@ -73,7 +72,7 @@ def measure(args) -> dict:
     for g, ids in zip(grammars, tokens):
         phase[0] = "compile"
         try:
-            compiled = runner.compile_grammar(backend, g, SimpleNamespace(strict=True, any_order=False))
+            compiled = runner.compile_grammar(backend, g)
         except GrammarError:
             continue
         phase[0] = "steps"

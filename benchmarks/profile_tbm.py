@@ -19,7 +19,6 @@ import pstats
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
@@ -57,7 +56,7 @@ def main(argv=None) -> int:
     work = []
     for g in grammars:
         try:
-            compiled = runner.compile_grammar(backend, g, SimpleNamespace(strict=True, any_order=False))
+            compiled = runner.compile_grammar(backend, g)
         except GrammarError:
             continue
         work.append((compiled, [hf_tokenizer.encode(t, add_special_tokens=False) for t in g.instances]))

@@ -77,13 +77,15 @@ def _rss_mib(field_name: str = "VmRSS") -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def compile_grammar(backend, grammar, job: Job):
-    """The backend's compiled handle for a workload grammar (JSON Schemas with the job's options)."""
+def compile_grammar(backend, grammar, job: Job | None = None):
+    """The backend's compiled handle for a workload grammar (JSON Schemas with the job's options;
+    without a job, strict and in order, as ``bench_masks.py`` runs by default)."""
     if grammar.kind == "regex":
         return backend.compile_regex(grammar.source)
     if grammar.kind == "json_schema":
-        return backend.compile_json_schema(grammar.source, any_whitespace=False, strict_mode=job.strict,
-                                           any_order=job.any_order)
+        return backend.compile_json_schema(grammar.source, any_whitespace=False,
+                                           strict_mode=job.strict if job else True,
+                                           any_order=job.any_order if job else False)
     if grammar.kind == "ebnf":
         return backend.compile_grammar(grammar.source)
     if grammar.kind == "choice":  # leapgen's trie; a peer gets the escaped alternation, as vLLM hands it over
