@@ -21,6 +21,7 @@ import numpy as np
 
 from leapgen.automata.limits import check_deadline
 from leapgen.automata.pda import Config, Pda
+from leapgen.automata.pda_classes import LookaheadClasses
 from leapgen.automata.pda_stacks import EMPTY
 from leapgen.compiler.compiled import WIDE_STATE_BYTES, CompiledGrammar
 from leapgen.compiler.token_index import LoopJumps
@@ -95,6 +96,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self._own_tries = False  # frames sorted now get a trie of their own (sort_all_frames)
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
         self._walk_reads: dict[tuple, set[int]] = {}
+        self._classes = LookaheadClasses(pda, token_index.max_token_bytes)  # the walks' keys (_check_uncertain)
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
         self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat))
@@ -316,7 +318,7 @@ class ContextFreeGrammar(CompiledGrammar):
         deepest = max(depth[s] for s in state)
         reads = tuple(self._walk_reads.get(tops, ()))  # a copy: a batch fill's pool thread may add to it
         if reads:
-            chains = _stack_chains(pda, state, max(reads))
+            chains = _stack_chains(pda, state, max(reads), self._classes)
             for read in reads:
                 got = self._walks.get((tops, _stack_key(chains, read)))
                 if got is not None and deepest + got[1] <= pda.max_stack_depth:
@@ -338,16 +340,17 @@ class ContextFreeGrammar(CompiledGrammar):
         self._walk_reads.setdefault(tops, set()).add(read)
         kept = row.copy()
         kept.flags.writeable = False
-        self._walks[tops, _stack_key(_stack_chains(pda, state, read), read)] = (kept, pushed)
+        self._walks[tops, _stack_key(_stack_chains(pda, state, read, self._classes), read)] = (kept, pushed)
         return row
 
 
-def _stack_chains(pda: Pda, config: Config, frames: int) -> list[tuple]:
-    """The top ``frames`` frames of each stack as global states, then ``-1`` where a
-    stack is shorter (what :func:`pda_walk` reads of them)."""
+def _stack_chains(pda: Pda, config: Config, frames: int, classes: LookaheadClasses) -> list[tuple]:
+    """The top ``frames`` frames of each stack as look-ahead classes of their states, then ``-1``
+    where a stack is shorter (what :func:`pda_walk` reads of them, up to what no token tells apart)."""
+    of = classes.of
     chains = []
     for s in config:
-        chain = pda.top_frames(s, frames)
+        chain = [of(g) for g in pda.top_frames(s, frames)]
         chains.append(tuple(chain) if len(chain) == frames else (*chain, -1))
     return chains
 

@@ -14,6 +14,8 @@ configurations).
 
 from __future__ import annotations
 
+import functools
+
 import os
 from typing import Callable, Hashable, NamedTuple
 
@@ -283,6 +285,11 @@ class TokenIndex:
                                self.bitmask_words, name, node) for name, node in JSON_CONTENT_CLASSES.items()]
             self._json_content_slices = [s for s in got if s is not None]
         return self._json_content_slices
+
+    @functools.cached_property
+    def max_token_bytes(self) -> int:
+        """The byte length of the vocabulary's longest token (0 for none)."""
+        return max(map(len, self._token_bytes), default=0)
 
     def empty_words(self) -> np.ndarray:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""

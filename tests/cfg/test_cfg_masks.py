@@ -23,6 +23,7 @@ fallback, 32k).
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -49,8 +50,17 @@ root ::= node
 node ::= "{\"name\": \"" [a-zé]* "\", \"children\": [" ( node ( ", " node )* )? "]}"
 """
 
+# A caller counting calls of a short rule: its count states differ within one token's bytes
+# (inside "(a", Llama-3's ")view" returns, then calls four times), so their look-ahead classes must
+# tell them apart near the bound; and the two lists' count states call alike but close apart (")]").
+COUNTED_CALLS_GBNF = r"""
+root ::= "[" item{0,40} "]" | "{" item{0,40} "}"
+item ::= [a-z] | "(" item ")"
+"""
+
+
 GRAMMARS = {"json": JSON_GBNF, "arith": ARITH_GBNF, "tree": TREE_GBNF}
-ALL_GRAMMARS = {**GRAMMARS, "keys": KEYS_GBNF}
+ALL_GRAMMARS = {**GRAMMARS, "keys": KEYS_GBNF, "counted": COUNTED_CALLS_GBNF}
 FAMILIES = ["llama3", "llama2"]  # byte-level BPE; SentencePiece with byte fallback
 OPENERS = {"json": b"[{", "arith": b"(", "tree": b"("}
 
@@ -477,3 +487,82 @@ def test_frame_sort_looks_past_the_rule_into_its_callers(grammar_compiler):
     assert bit(sort.certain, ids[b"abc"])
     row = compiled.bitmask_row(config)[0].view(np.uint32)  # in an array: "] closes it, ", goes on
     assert bit(row, ids[b'",']) and bit(row, ids[b'"]']) and not bit(row, ids[b'"];'])
+
+
+# A string over JSON Schema's exact-length bound: block-rule calls counted in the caller (see
+# leapgen.grammar.json.lengths), whose count states the mask cache keys by look-ahead class
+# (leapgen.automata.pda_classes): one check walked at a block's end is reused at the next ones,
+# never at the last block, where the bound cuts long tokens off.
+LONG_STRING_SCHEMAS = [
+    {"type": "object", "properties": {"s": {"type": "string", "maxLength": 4 * 128 + 10}, "n": {"type": "integer"}},
+     "required": ["s", "n"], "additionalProperties": False},
+    {"type": "array", "items": {"type": "string", "minLength": 2 * 128 + 100, "maxLength": 5 * 128 + 3}},
+]
+
+
+@pytest.mark.parametrize("schema", LONG_STRING_SCHEMAS, ids=["object-max", "array-min-max"])
+def test_masks_equal_brute_force_across_long_string_blocks(schema):
+    from leapgen.grammar.json.lengths import BLOCK_LENGTH
+
+    compiled = compiler_for("llama3").compile_json_schema(json.dumps(schema))
+    assert not compiled.is_regular
+    oracle = Oracle(compiled)
+    matcher = GrammarMatcher(compiled)
+    opener = '{"s": "' if schema["type"] == "object" else '["'
+    assert matcher.accept_string(opener)
+    unit = "ab\u00e9cd\u65e5fg"  # 8 characters, 12 bytes: positions inside multi-byte characters too
+    hi = max(s.get("maxLength", 0) for s in _strings(schema))
+    checked = 0
+    for n in range(hi + 1):
+        data = unit[n % len(unit)].encode()
+        near_end = n % BLOCK_LENGTH >= BLOCK_LENGTH - 6 or n % BLOCK_LENGTH <= 1 or n >= hi - 4
+        for k in range(len(data)):
+            if near_end or k:
+                got, want = matcher_mask(matcher, oracle.vocab_size), oracle.mask(matcher.state)
+                assert np.array_equal(got, want), f"after {n} characters and {k} bytes"
+                checked += 1
+            if n < hi:
+                assert matcher.accept_string(data[k:k + 1])
+    assert checked > 100
+    assert not matcher.accept_string(b"x")  # past maxLength
+
+
+def _strings(schema):
+    if schema["type"] == "string":
+        yield schema
+    for sub in [*schema.get("properties", {}).values(), *([schema["items"]] if "items" in schema else [])]:
+        yield from _strings(sub)
+
+
+@pytest.mark.parametrize("opener,closer", [("[", "]"), ("{", "}")])
+def test_masks_equal_brute_force_along_counted_calls_of_a_short_rule(opener, closer):
+    oracle = oracle_for("llama3", "counted")  # one grammar for both lists: its mask cache is shared
+    matcher = GrammarMatcher(oracle.compiled)
+    data = (opener + "(a)" * 3 + "x" * 30 + "(a)" * 6 + "x" + closer).encode()
+    for i in range(len(data) + 1):
+        got, want = matcher_mask(matcher, oracle.vocab_size), oracle.mask(matcher.state)
+        assert np.array_equal(got, want), f"after {data[:i]!r}"
+        if i < len(data):
+            assert matcher.accept_string(data[i:i + 1])
+    assert matcher.is_completed()
+
+
+def test_block_end_checks_are_walked_once_not_once_per_block(monkeypatch):
+    """The check at a position near a block's end reads the caller's count state; keyed by its
+    look-ahead class, the walks of the first block's end serve every block's end but the last's."""
+    from leapgen.grammar.json.lengths import BLOCK_LENGTH
+
+    compiled = compiler_for("llama3").compile_json_schema(json.dumps(LONG_STRING_SCHEMAS[0]))
+    walks = []
+    walk = compiled.token_index.pushdown_walk
+    monkeypatch.setattr(compiled.token_index, "pushdown_walk", lambda *a, **k: walks.append(1) or walk(*a, **k))
+    matcher = GrammarMatcher(compiled)
+    assert matcher.accept_string('{"s": "')
+    per_block = []
+    for _ in range(3):
+        walks.clear()
+        for _ in range(BLOCK_LENGTH):
+            matcher_mask(matcher, compiled.tokenizer_info.vocab_size)
+            assert matcher.accept_string("a")
+        per_block.append(len(walks))
+    assert per_block[0] > 0 and per_block[1:] == [0, 0], per_block
