@@ -25,7 +25,7 @@ from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import index_cache, pda_kernels, trie_kernels
 from leapgen.compiler.compact_rows import CompactRows, single_byte_rows
 from leapgen.compiler.token_slices import (JSON_CONTENT_CLASSES, LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice,
-                                           build_slices, first_slice, new_memo, pack_char_dfas)
+                                           build_slices, first_slice, new_memo, pack_char_dfas, slice_leaves)
 from leapgen.grammar import ir
 from leapgen.vocab import TokenizerInfo
 
@@ -475,6 +475,16 @@ class TokenIndex:
             # So they are walked too: the whole trie, not the trie of the tokens outside the slice.
             if sliced is not None and not 0 < k <= MAX_SLICE_CHARS:
                 trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
+            elif sliced is not None:
+                # the slice's tokens of more than k characters die in the rule: uncertain where the frame may
+                # leave it on their way (a superset the refine below and the check on the real stacks sort;
+                # a block of a long string returns at its end), else dead; only the tokens outside are walked
+                starts, *char_dfa = slices.char_dfas
+                leaves = slice_leaves(trans_flat, leave_row, state, k, memo[1 + i], starts[i], *char_dfa)
+                if leaves >= 0:
+                    if leaves:
+                        uncertain |= slices.slices[i].every & ~words
+                    trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         elif loops is not None and sort_of is not None:
             target = self._loop_target(trans_flat, state, live, memo, slices, loops, leave_row)
             if target >= 0:
@@ -738,3 +748,4 @@ class TokenIndex:
         if not (words[:full] == np.uint32(0xFFFFFFFF)).all():
             return False
         return rest == 0 or (int(words[full]) & ((1 << rest) - 1)) == (1 << rest) - 1
+

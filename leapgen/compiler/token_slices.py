@@ -301,6 +301,50 @@ def _append(values, n, x):
 
 
 @njit
+def slice_leaves(trans_flat, leave_row, q, k, step, p0, edge_start, edge_end, edge_byte, edge_next, complete):
+    """Whether a token of a slice, from DFA state ``q`` with bounded limit ``k``
+    (``1 <= k <= MAX_SLICE_CHARS``), may leave the rule on its way: 1 when a
+    state its bytes reach, after the first byte and through the byte that dies
+    in character ``k + 1``, has a leave row (``leave_row >= 0``: a call or a
+    return, a superset of the bytes that leave), 0 when none has, -1 when the
+    characters' states are not one chain (``step``: the state one character of
+    the slice leads to from each state, ``< 0`` for none or unknown; row
+    ``1 + i`` of :func:`first_slice`'s memo after the check of slice ``i``).
+    The one-character DFA from ``p0`` as :func:`slice_limit`."""
+    pair_s = np.empty(64, np.int64)
+    pair_p = np.empty(64, np.int64)
+    for j in range(k + 1):
+        pair_s[0], pair_p[0] = q, p0
+        n_pairs, head = 1, 0
+        while head < n_pairs:
+            s, p = pair_s[head], pair_p[head]
+            head += 1
+            for e in range(edge_start[p], edge_end[p]):
+                ns = trans_flat[s * 256 + edge_byte[e]]
+                if ns < 0:
+                    continue
+                if leave_row[ns] >= 0:
+                    return 1
+                np_ = edge_next[e]
+                if complete[np_]:
+                    continue
+                dup = False
+                for i in range(n_pairs):
+                    if pair_s[i] == ns and pair_p[i] == np_:
+                        dup = True
+                        break
+                if not dup:
+                    pair_s = _append(pair_s, n_pairs, ns)
+                    pair_p = _append(pair_p, n_pairs, np_)
+                    n_pairs += 1
+        if j < k:
+            q = step[q]
+            if q < 0:
+                return -1
+    return 0
+
+
+@njit
 def _one_char(trans_flat, q, p0, edge_start, edge_end, edge_byte, edge_next, complete, pair_s, pair_p, ends):
     """Walk every character of the class from DFA state ``q``: the product
     with the one-character DFA from its start ``p0``, breadth first over its

@@ -59,8 +59,16 @@ item ::= [a-z] | "(" item ")"
 """
 
 
+# A rule that returns after a counted run of letters, into a caller that takes more letters: from inside
+# the run, the tokens of more letters than are left go on after the return (a slice's bounded limit at a
+# frame that leaves on the tokens' way: uncertain, not dead).
+COUNTED_RUN_GBNF = r"""
+root ::= run [a-z]* "." | "(" root ")"
+run ::= [a-z]{6} | "<" run ">"
+"""
+
 GRAMMARS = {"json": JSON_GBNF, "arith": ARITH_GBNF, "tree": TREE_GBNF}
-ALL_GRAMMARS = {**GRAMMARS, "keys": KEYS_GBNF, "counted": COUNTED_CALLS_GBNF}
+ALL_GRAMMARS = {**GRAMMARS, "keys": KEYS_GBNF, "counted": COUNTED_CALLS_GBNF, "run": COUNTED_RUN_GBNF}
 FAMILIES = ["llama3", "llama2"]  # byte-level BPE; SentencePiece with byte fallback
 OPENERS = {"json": b"[{", "arith": b"(", "tree": b"("}
 
@@ -566,3 +574,16 @@ def test_block_end_checks_are_walked_once_not_once_per_block(monkeypatch):
             assert matcher.accept_string("a")
         per_block.append(len(walks))
     assert per_block[0] > 0 and per_block[1:] == [0, 0], per_block
+
+
+@pytest.mark.parametrize("doc", ["abcdefghijklmnop.", "<<abcdef>>qrstuvwxyz.", "((abcdefg.))"])
+def test_masks_equal_brute_force_inside_a_counted_run_that_returns(doc):
+    oracle = oracle_for("llama3", "run")
+    matcher = GrammarMatcher(oracle.compiled)
+    data = doc.encode()
+    for i in range(len(data) + 1):
+        got, want = matcher_mask(matcher, oracle.vocab_size), oracle.mask(matcher.state)
+        assert np.array_equal(got, want), f"after {data[:i]!r}"
+        if i < len(data):
+            assert matcher.accept_string(data[i:i + 1])
+    assert matcher.is_completed()
