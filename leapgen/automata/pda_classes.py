@@ -20,10 +20,9 @@ without refining the byte targets), so they are sound, not minimal.
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
+from leapgen.automata.jit import njit
 from leapgen.automata.pda import Pda
 
 
@@ -80,33 +79,54 @@ class LookaheadClasses:
         return got
 
     def min_bytes(self, rule: int) -> int:
-        """A lower bound on the bytes a frame of ``rule`` consumes from its start state to its return
-        (callees included; a rule met again while its own bound is computed counts 0)."""
+        """A lower bound on the bytes a frame of ``rule`` consumes from its start state to its return,
+        capped at ``budget + 1`` (calls count 0 bytes: a sound bound, exact for a rule without calls)."""
         got = self._min_bytes.get(rule)
-        if got is not None:
-            return got
-        self._min_bytes[rule] = 0  # recursion: a sound lower bound meanwhile
-        pda = self.pda
-        lo, hi = int(pda.state_base[rule]), int(pda.state_base[rule + 1])
-        start = lo + pda.dfas[rule].start
-        dist = {start: 0}
-        heap = [(0, start)]
-        best = None
-        while heap:
-            d, g = heapq.heappop(heap)
-            if d > dist[g]:
-                continue
-            if pda.accepting_flat[g]:
-                best = d
-                break
-            row = pda.trans_flat[g * 256:(g + 1) * 256]
-            steps = [(int(t), 1) for t in np.unique(row[row >= 0])]
-            for k in range(int(pda.call_ptr[g]), int(pda.call_ptr[g + 1])):
-                callee = int(pda.rule_of[pda.call_start[k]])
-                steps.append((int(pda.call_ret[k]), 0 if callee == rule else self.min_bytes(callee)))
-            for t, w in steps:
-                if lo <= t < hi and d + w < dist.get(t, 1 << 62):
-                    dist[t] = d + w
-                    heapq.heappush(heap, (d + w, t))
-        got = self._min_bytes[rule] = 0 if best is None else best
+        if got is None:
+            pda = self.pda
+            lo, hi = int(pda.state_base[rule]), int(pda.state_base[rule + 1])
+            got = self._min_bytes[rule] = int(rule_min_bytes(pda.trans_flat, pda.accepting_flat, pda.call_ptr,
+                                                             pda.call_ret, lo, hi, lo + pda.dfas[rule].start,
+                                                             self.budget))
         return got
+
+
+@njit
+def rule_min_bytes(trans_flat, accepting, call_ptr, call_ret, lo, hi, start, cap):
+    """The fewest bytes from global state ``start`` to an accepting state of its rule (states
+    ``lo:hi``), call edges counted 0 (breadth first by bytes, each level closed over the calls'
+    return states); ``cap + 1`` when none is within ``cap`` bytes."""
+    n = hi - lo
+    dist = np.full(n, cap + 1, np.int32)
+    front = np.empty(n, np.int64)
+    nxt = np.empty(n, np.int64)
+    dist[start - lo] = 0
+    front[0] = start
+    n_front = 1
+    level = 0
+    while n_front > 0 and level <= cap:
+        i = 0
+        while i < n_front:  # grows while the level closes over the calls
+            g = front[i]
+            i += 1
+            if accepting[g]:
+                return level
+            for k in range(call_ptr[g], call_ptr[g + 1]):
+                r = call_ret[k]
+                if dist[r - lo] > level:
+                    dist[r - lo] = level
+                    front[n_front] = r
+                    n_front += 1
+        n_next = 0
+        for i in range(n_front):
+            base = front[i] * 256
+            for b in range(256):
+                t = trans_flat[base + b]
+                if t >= 0 and dist[t - lo] > level + 1:
+                    dist[t - lo] = level + 1
+                    nxt[n_next] = t
+                    n_next += 1
+        front, nxt = nxt, front
+        n_front = n_next
+        level += 1
+    return cap + 1
