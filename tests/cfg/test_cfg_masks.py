@@ -556,24 +556,28 @@ def test_masks_equal_brute_force_along_counted_calls_of_a_short_rule(opener, clo
 
 
 def test_block_end_checks_are_walked_once_not_once_per_block(monkeypatch):
-    """The check at a position near a block's end reads the caller's count state; keyed by its
-    look-ahead class, the walks of the first block's end serve every block's end but the last's."""
+    """A string shorter than a block never pushes a block frame (the first block is counted in the
+    caller). Past it, the check at a position near a block's end reads the caller's count state;
+    keyed by its look-ahead class, the walks of the first called block's end serve the next ones."""
     from leapgen.grammar.json.lengths import BLOCK_LENGTH
 
-    compiled = compiler_for("llama3").compile_json_schema(json.dumps(LONG_STRING_SCHEMAS[0]))
+    schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 32767}}, "required": ["s"]}
+    compiled = compiler_for("llama3").compile_json_schema(json.dumps(schema))
     walks = []
     walk = compiled.token_index.pushdown_walk
     monkeypatch.setattr(compiled.token_index, "pushdown_walk", lambda *a, **k: walks.append(1) or walk(*a, **k))
     matcher = GrammarMatcher(compiled)
     assert matcher.accept_string('{"s": "')
-    per_block = []
-    for _ in range(3):
+    per_block, depths = [], []
+    for _ in range(4):
         walks.clear()
         for _ in range(BLOCK_LENGTH):
             matcher_mask(matcher, compiled.tokenizer_info.vocab_size)
             assert matcher.accept_string("a")
+            depths.append(stack_depth(compiled, matcher.state))
         per_block.append(len(walks))
-    assert per_block[0] > 0 and per_block[1:] == [0, 0], per_block
+    assert max(depths[:BLOCK_LENGTH - 1]) == 1, "a block frame pushed inside the first block"
+    assert per_block[1] > 0 and per_block[2:] == [0, 0], per_block
 
 
 @pytest.mark.parametrize("doc", ["abcdefghijklmnop.", "<<abcdef>>qrstuvwxyz.", "((abcdefg.))"])

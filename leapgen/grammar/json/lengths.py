@@ -12,10 +12,16 @@ block counted in the caller:
     with ``lo <= a * BLOCK_LENGTH + b <= hi`` (no ``hi``: ``lo // BLOCK_LENGTH``
     blocks, then at least ``lo % BLOCK_LENGTH`` characters)
 
-so a bound of 65,535 costs about 512 call states plus two blocks' worth of
-character states, and the language stays exact. It needs the pushdown layer
-(CFG mode, outside intersections): elsewhere the caller falls back to a
-warning.
+The first block is counted in the caller too, so a string shorter than a
+block, the common case, never pushes a block frame: its masks are the
+caller's alone, as for a short ``maxLength`` (a block frame beside the
+caller's partial block made two stacks, whose checks near the block's end
+walked most of the vocabulary). A bound of 65,535 costs about 512 call
+states plus two blocks' worth of character states in the caller (the
+partial blocks' tails are one automaton once minimized) and one in the
+block rule, and the language stays exact. It needs
+the pushdown layer (CFG mode, outside intersections): elsewhere the caller
+falls back to a warning.
 """
 
 from __future__ import annotations
@@ -50,6 +56,14 @@ def blocked_content(c, lo: int, hi: int | None) -> Node:
     if BLOCK_RULE not in c.rules:
         c.rules[BLOCK_RULE] = string_content(BLOCK_LENGTH, BLOCK_LENGTH)
         c.forced_rules.add(BLOCK_RULE)
+    n = BLOCK_LENGTH  # the first block, counted in the caller
+    later = ir.seq(string_content(n, n), _called_blocks(max(lo - n, 0), None if hi is None else hi - n))
+    return later if lo >= n else ir.alt(string_content(lo, n - 1), later)
+
+
+def _called_blocks(lo: int, hi: int | None) -> Node:
+    """``lo..hi`` characters as ``a`` calls of :data:`BLOCK_RULE` then ``b < BLOCK_LENGTH`` characters
+    (the module docstring's formula)."""
     block = ir.RuleRef(BLOCK_RULE)
     ql, rl = divmod(lo, BLOCK_LENGTH)
     if hi is None:
@@ -57,8 +71,11 @@ def blocked_content(c, lo: int, hi: int | None) -> Node:
     qh, rh = divmod(hi, BLOCK_LENGTH)
     if ql == qh:
         return ir.seq(ir.repeat(block, ql, ql), string_content(rl, rh))
-    parts = [ir.seq(ir.repeat(block, ql, ql), string_content(rl, BLOCK_LENGTH - 1))]
-    if ql + 1 <= qh - 1:
-        parts.append(ir.seq(ir.repeat(block, ql + 1, qh - 1), string_content(0, BLOCK_LENGTH - 1)))
+    parts = []
+    if rl:  # else ql blocks and a tail of any length join the middle counts
+        parts.append(ir.seq(ir.repeat(block, ql, ql), string_content(rl, BLOCK_LENGTH - 1)))
+        ql += 1
+    if ql <= qh - 1:
+        parts.append(ir.seq(ir.repeat(block, ql, qh - 1), string_content(0, BLOCK_LENGTH - 1)))
     parts.append(ir.seq(ir.repeat(block, qh, qh), string_content(0, rh)))
     return ir.alt(*parts)
