@@ -13,12 +13,15 @@ So the states that count repetitions of a long rule (``"len:block"`` of
 each return a state of its own) fall into one class away from the bounds,
 and the mask cache of :class:`~leapgen.compiler.compiled_cfg.ContextFreeGrammar`
 keys stacks by these classes: a check walked once at a block's end holds at
-every block's end. The classes refine nothing beyond the bound (this is
-Moore's partition refinement, E. F. Moore 1956, cut at ``budget`` steps and
-without refining the byte targets), so they are sound, not minimal.
+every block's end. This is Moore's partition refinement (E. F. Moore,
+1956) cut at ``budget`` bytes, with byte targets compared as states, not as
+classes: sound (two states of one class give every walk the same result),
+not minimal.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -27,7 +30,8 @@ from leapgen.automata.pda import Pda
 
 
 class LookaheadClasses:
-    """The classes of ``pda``'s global states for walks of at most ``budget`` bytes (lazy, memoized).
+    """The classes of ``pda``'s global states for walks of at most ``budget`` bytes (lazy, memoized;
+    thread-safe: a batch fill's pool threads share one grammar).
 
     Parameters
     ----------
@@ -41,6 +45,7 @@ class LookaheadClasses:
         self.pda = pda
         self.budget = budget
         self._ids: dict[tuple, int] = {}  # signature -> class id
+        self._lock = threading.Lock()  # numbering a new signature (two threads must not give out one id)
         self._memo: dict[tuple[int, int], int] = {}  # (state, budget) -> class id
         self._of: dict[int, int] = {}  # state -> class id at the full budget
         self._min_bytes: dict[int, int] = {}  # rule -> the fewest bytes of a return from its start
@@ -74,7 +79,10 @@ class LookaheadClasses:
             calls.append((start, tail, guarded, ret))
         row = pda.trans_flat[g * 256:(g + 1) * 256].tobytes()
         sig = (bool(pda.accepting_flat[g]), row, tuple(calls))
-        got = self._ids.setdefault(sig, len(self._ids))
+        got = self._ids.get(sig)
+        if got is None:
+            with self._lock:
+                got = self._ids.setdefault(sig, len(self._ids))
         self._memo[g, budget] = got
         return got
 
