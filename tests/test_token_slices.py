@@ -145,3 +145,29 @@ def test_char_class_must_be_one_character():
     with pytest.raises(ValueError, match="prefix-free"):
         token_slices.build_slice(np.zeros((1, 1), np.uint8), np.ones(1, np.int32), np.zeros(1, np.int32),
                                  np.zeros(1, np.int32), 1, "plus", ir.plus(token_slices.JSON_STRING_CHAR))
+
+
+# enum values longer than the free string's maxLength: a character leads a state to the free count and,
+# for the letter some value goes on with, to that value's progress too
+ENUM_BESIDE_STRING = {"type": "array", "items": {"anyOf": [
+    {"enum": ["alpha beta gamma delta epsilon zeta eta theta iota", "alpha beta gamma delta epsilon zeta kappa",
+              "omega omega omega omega omega omega omega omega omega", "beta " * 10]},
+    {"type": "string", "maxLength": 40}]}}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kept_character_steps_give_the_limits_of_a_fresh_memo(grammar_compiler, seed):
+    """A memo with a side (which keeps a character's steps to several states: a string beside an
+    enum's trie) gives every state, in any order, the slice and limit that a fresh memo without it
+    gives; the side is used."""
+    g = grammar_compiler("llama3").compile_json_schema(ENUM_BESIDE_STRING, any_whitespace=False)
+    index = g.token_index
+    n, dfas = len(index.default_slices.slices), index.default_slices.char_dfas
+    live = np.ones(g.n_states, np.int8)
+    kept = index.new_slice_memo(g.n_states, side=True)
+    states = np.random.default_rng(seed).permutation(g.n_states).tolist()
+    for s in states:
+        got = token_slices.first_slice(g.trans_flat, s, live, kept, *dfas)
+        want = token_slices.first_slice(g.trans_flat, s, live, index.new_slice_memo(g.n_states), *dfas)
+        assert got == want, s
+    assert kept[1 + n, 0] > 1 and (kept[1:1 + n] <= -5).any()  # steps kept and read back

@@ -99,7 +99,8 @@ class ContextFreeGrammar(CompiledGrammar):
         self._classes = LookaheadClasses(pda, token_index.max_token_bytes)  # the walks' keys (_check_uncertain)
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
-        self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat))
+        # side rows: a frame sort's slice check walks up to 32 characters of states, thousands beside an enum's trie
+        self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat), side=True)
         self._loops = LoopJumps()
         self._automaton = pda.walk_arrays
         self._find_token_literals([d.trans for d in pda.dfas])

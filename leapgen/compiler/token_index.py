@@ -238,10 +238,12 @@ class TokenIndex:
             self._rank = got
         return got
 
-    def new_slice_memo(self, n_states: int, slices: SliceSet | None = None) -> np.ndarray:
+    def new_slice_memo(self, n_states: int, slices: SliceSet | None = None, side: bool = False) -> np.ndarray:
         """A fresh int32 ``(1 + n_slices, n_states)`` memo for :meth:`token_sets` and :meth:`frame_sets`
-        (``slices``: the set they are given, default the vocabulary's)."""
-        return new_memo(n_states, len((slices or self.default_slices).slices))
+        (``slices``: the set they are given, default the vocabulary's); with ``side``, a few rows more: it
+        keeps the characters' steps to several states too (see
+        :func:`~leapgen.compiler.token_slices.first_slice`)."""
+        return new_memo(n_states, len((slices or self.default_slices).slices), side)
 
     def with_free_text_slice(self, stops: frozenset) -> SliceSet:
         """The vocabulary's slices, the slice of every character but ``stops`` and those of JSON

@@ -79,6 +79,9 @@ MORE, UNBOUNDED, LOOP = MAX_SLICE_CHARS + 1, MAX_SLICE_CHARS + 2, MAX_SLICE_CHAR
 """Limits beyond ``MAX_SLICE_CHARS``: alive that deep (no more known); alive at any depth; and
 alive at any depth with every character leading back to the state itself (``Q_1 = {s}``)."""
 
+#: :func:`slice_limit` finds a state among those it met by a scan up to this many, by marks per state beyond.
+MARK_AFTER = 64
+
 MIN_SLICE_TOKENS = 256
 """A slice with fewer tokens than this saves less than its check costs: not built."""
 
@@ -142,7 +145,7 @@ class TokenSlice:
             ``target`` (0 when ``k == 0``).
         """
         return slice_limit(trans_flat, state, state_class, 0, *self.char_dfa,
-                           np.full(len(state_class), -2, np.int32))[:2]
+                           np.full(len(state_class), -2, np.int32), np.zeros(0, np.int32))[:2]
 
     def split(self, k: int) -> tuple[np.ndarray | None, tuple, np.ndarray | None]:
         """For limit ``k >= 0``: the slice's allowed tokens (a read-only
@@ -399,17 +402,22 @@ def _one_char(trans_flat, q, p0, edge_start, edge_end, edge_byte, edge_next, com
 
 @njit
 def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_byte, edge_next, complete,
-                step_memo):
+                step_memo, side):
     """The limit ``k`` and target class of a slice, whose one-character DFA
     starts at ``p0``, from DFA state ``start`` (see the module docstring);
     ``(-1, 0)`` when it does not apply. Also the states met (an int64 array
     and its length): where ``k`` is ``UNBOUNDED`` each of them is too.
 
     ``step_memo`` (int32 ``(n_states,)`` for this slice, read and mutated)
-    keeps per state the one state every character leads to when there is
-    one (``-2`` unknown, ``-1`` not so): the states of a counted string,
-    each met again by the checks of the next positions,
-    are walked once.
+    keeps per state what one character does from it: the one state every
+    character leads to (``>= 0``), ``-1`` some live and some die, ``-3``
+    all die, ``-4`` several states (not kept), ``-4 - o`` several states kept
+    at offset ``o`` of ``side``, ``-2`` unknown. So the states of a counted
+    string, and those of a string beside an enum's trie (a state's characters
+    lead to a few states each, thousands in 32 characters), each met again by
+    the checks of the next positions, are walked once. ``side`` (int32,
+    mutated; length 0: none kept) holds the next free offset at 0, then per
+    kept state the count of its states and the states.
 
     Breadth-first by characters: ``frontier`` holds the states of ``Q_j``
     not seen at a smaller depth. A state's successors do not depend on the
@@ -429,6 +437,8 @@ def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_b
     # Q (their successors were seen, and stay in it), so has_old never goes back
     has_old = False
     target = 0
+    # membership of seen / nxt: a linear scan while they are small, then marks per state (1 seen, 2 next)
+    mark = np.zeros(0, np.int8)
     for j in range(MAX_SLICE_CHARS + 1):
         verdict = -2  # no state classified yet
         nxt = np.empty(max(n_front, 8), np.int64)
@@ -438,11 +448,20 @@ def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_b
             if known >= 0:
                 v, n_ends = 1, 1
                 ends[0] = known
+            elif known == -1 or known == -3:
+                v, n_ends = (-1 if known == -1 else 0), 0
+            elif known <= -5:
+                o = -4 - known
+                v, n_ends = 1, side[o]
+                while ends.shape[0] < n_ends:
+                    ends = np.concatenate((ends, np.empty_like(ends)))
+                for e in range(n_ends):
+                    ends[e] = side[o + 1 + e]
             else:
                 v, n_ends, pair_s, pair_p, ends = _one_char(trans_flat, frontier[i], p0, edge_start, edge_end,
                                                             edge_byte, edge_next, complete, pair_s, pair_p, ends)
                 if known == -2:
-                    step_memo[frontier[i]] = ends[0] if v == 1 and n_ends == 1 else -1
+                    step_memo[frontier[i]] = _step_code(v, n_ends, ends, side)
             if v < 0 or (verdict != -2 and v != verdict):
                 return -1, 0, seen, 0
             verdict = v
@@ -452,11 +471,21 @@ def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_b
                 if c == 0 or (target != 0 and c != target):
                     return -1, 0, seen, 0
                 target = c
-                if _index_of(seen, n_seen, q) >= 0:
+                if mark.shape[0] == 0 and n_seen + n_next > MARK_AFTER:
+                    mark = np.zeros(state_class.shape[0], np.int8)
+                    mark[seen[:n_seen]] = 1
+                    mark[nxt[:n_next]] = 2
+                if mark.shape[0] == 0:
+                    is_old, is_new = _index_of(seen, n_seen, q) >= 0, _index_of(nxt, n_next, q) < 0
+                else:
+                    is_old, is_new = mark[q] == 1, mark[q] == 0
+                if is_old:
                     has_old = True
-                elif _index_of(nxt, n_next, q) < 0:
+                elif is_new:
                     nxt = _append(nxt, n_next, q)
                     n_next += 1
+                    if mark.shape[0]:
+                        mark[q] = 2
         if verdict == 0:
             return (-1 if has_old else j), (0 if has_old else target), seen, 0
         if n_next == 0:
@@ -464,8 +493,30 @@ def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_b
         for i in range(n_next):
             seen = _append(seen, n_seen, nxt[i])
             n_seen += 1
+            if mark.shape[0]:
+                mark[nxt[i]] = 1
         frontier, n_front = nxt, n_next
     return MORE, target, seen, 0
+
+
+@njit
+def _step_code(v, n_ends, ends, side):
+    """:func:`slice_limit`'s ``step_memo`` entry for one character's ``_one_char`` result
+    (``ends[:n_ends]`` kept in ``side`` when there are several and it has room; mutates ``side``)."""
+    if v < 0:
+        return -1
+    if v == 0:
+        return -3
+    if n_ends == 1:
+        return ends[0]
+    if side.shape[0] == 0 or side[0] + 1 + n_ends > side.shape[0]:
+        return -4
+    o = side[0]
+    side[o] = n_ends
+    for e in range(n_ends):
+        side[o + 1 + e] = ends[e]
+    side[0] = o + 1 + n_ends
+    return -4 - o
 
 
 def pack_char_dfas(slices: list[TokenSlice]) -> tuple:
@@ -498,20 +549,23 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
     -1 when none does. One call for all the slices (numba's dispatch costs
     more than a failed check).
 
-    ``memo`` (int32 ``(1 + n_slices, n_states)`` from :func:`new_memo`, kept
-    per DFA and state classes) is read and mutated. Row 0: where slice ``i``
-    is ``UNBOUNDED`` from ``state``, it is from every state a string of its
-    characters reaches too (their successors were all met), so those states
-    get ``4 * i + target`` and skip the check when their turn comes. Row
-    ``1 + i``: slice ``i``'s one-character steps (``step_memo`` of
-    :func:`slice_limit`).
+    ``memo`` (int32 ``(1 + n_slices, n_states)`` or ``(1 + 2 * n_slices,
+    n_states)`` from :func:`new_memo`, kept per DFA and state classes) is
+    read and mutated. Row 0: where slice ``i`` is ``UNBOUNDED`` from
+    ``state``, it is from every state a string of its characters reaches too
+    (their successors were all met), so those states get ``4 * i + target``
+    and skip the check when their turn comes. Row ``1 + i``: slice ``i``'s
+    one-character steps (``step_memo`` of :func:`slice_limit`); the rows
+    after them, where there are, one ``side`` for all the slices.
     """
     if memo[0, state] >= 0:
         return memo[0, state] >> 2, UNBOUNDED, memo[0, state] & 3
     zero, zero_target = -1, 0
-    for i in range(starts.shape[0]):
+    n = starts.shape[0]
+    side = memo[1 + n:].reshape(-1) if memo.shape[0] > 1 + n else memo[0][:0]
+    for i in range(n):
         k, target, seen, n_seen = slice_limit(trans_flat, state, state_class, starts[i], edge_start, edge_end,
-                                              edge_byte, edge_next, complete, memo[1 + i])
+                                              edge_byte, edge_next, complete, memo[1 + i], side)
         if k == 0:
             if zero < 0:
                 zero, zero_target = i, target
@@ -523,8 +577,17 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
     return zero, (0 if zero >= 0 else -1), zero_target
 
 
-def new_memo(n_states: int, n_slices: int) -> np.ndarray:
-    """A fresh memo for :func:`first_slice` over a DFA of ``n_states`` states (see there)."""
-    out = np.full((1 + n_slices, n_states), -2, np.int32)
+#: Rows of a memo's ``side`` (:func:`new_memo`): room for the steps of a character to several states
+#: from about ``n_states`` states (a count and two or three states each).
+SIDE_ROWS = 3
+
+
+def new_memo(n_states: int, n_slices: int, side: bool = False) -> np.ndarray:
+    """A fresh memo for :func:`first_slice` over a DFA of ``n_states`` states (see there); with
+    ``side``, :data:`SIDE_ROWS` more rows that keep the characters' steps to several states too."""
+    out = np.full((1 + n_slices + (SIDE_ROWS if side else 0), n_states), -2, np.int32)
     out[0] = -1
+    if side:
+        out[1 + n_slices:] = 0
+        out[1 + n_slices, 0] = 1  # the next free offset
     return out

@@ -67,8 +67,17 @@ root ::= run [a-z]* "." | "(" root ")"
 run ::= [a-z]{6} | "<" run ">"
 """
 
+# Strings beside an enum's trie, its words longer than the free string's bound: one character leads a
+# string state to several states (the words it may still spell, and the free count), which the frame
+# sorts' slice checks keep per state and reuse (test_token_slices checks what they keep).
+ENUM_BESIDE_STRING_GBNF = r"""
+root ::= "[" ( item ( "," item )* )? "]"
+item ::= "\"" ( "alphabet soup of words" | "alphabet soups" | "gamma ray bursts" | [a-z ]{0,12} ) "\"" | root
+"""
+
 GRAMMARS = {"json": JSON_GBNF, "arith": ARITH_GBNF, "tree": TREE_GBNF}
-ALL_GRAMMARS = {**GRAMMARS, "keys": KEYS_GBNF, "counted": COUNTED_CALLS_GBNF, "run": COUNTED_RUN_GBNF}
+ALL_GRAMMARS = {**GRAMMARS, "keys": KEYS_GBNF, "counted": COUNTED_CALLS_GBNF, "run": COUNTED_RUN_GBNF,
+                "enum_string": ENUM_BESIDE_STRING_GBNF}
 FAMILIES = ["llama3", "llama2"]  # byte-level BPE; SentencePiece with byte fallback
 OPENERS = {"json": b"[{", "arith": b"(", "tree": b"("}
 
@@ -583,6 +592,20 @@ def test_block_end_checks_are_walked_once_not_once_per_block(monkeypatch):
 @pytest.mark.parametrize("doc", ["abcdefghijklmnop.", "<<abcdef>>qrstuvwxyz.", "((abcdefg.))"])
 def test_masks_equal_brute_force_inside_a_counted_run_that_returns(doc):
     oracle = oracle_for("llama3", "run")
+    matcher = GrammarMatcher(oracle.compiled)
+    data = doc.encode()
+    for i in range(len(data) + 1):
+        got, want = matcher_mask(matcher, oracle.vocab_size), oracle.mask(matcher.state)
+        assert np.array_equal(got, want), f"after {data[:i]!r}"
+        if i < len(data):
+            assert matcher.accept_string(data[i:i + 1])
+    assert matcher.is_completed()
+
+
+@pytest.mark.parametrize("doc", ['["alphabet soup of words","gamma ray",["beta","alphabet soups"]]',
+                                 '[["gamma ray bursts"],"alp","betamax and"]'])
+def test_masks_equal_brute_force_in_strings_beside_an_enum(doc):
+    oracle = oracle_for("llama3", "enum_string")  # one grammar: the slice checks' memo is shared
     matcher = GrammarMatcher(oracle.compiled)
     data = doc.encode()
     for i in range(len(data) + 1):
