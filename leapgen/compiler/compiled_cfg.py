@@ -97,6 +97,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
         self._walk_reads: dict[tuple, set[int]] = {}
         self._classes = LookaheadClasses(pda, token_index.max_token_bytes)  # the walks' keys (_check_uncertain)
+        self._past_returns: dict[tuple, np.ndarray | None] = {}  # see _accepted_past_returns
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
         # side rows: a frame sort's slice check walks up to 32 characters of states, thousands beside an enum's trie
@@ -326,7 +327,13 @@ class ContextFreeGrammar(CompiledGrammar):
                     return got[0].copy()
         stacks = pda.stack_arrays(state, MAX_KERNEL_FRAMES)
         row, pushed, read = certain.copy(), 0, 0  # the kernel sets the accepted candidates' bits in it
+        sure = self._accepted_past_returns(state)
         for candidates, walk in checks:
+            if sure is not None:  # accepted, read from the stacks' top two frames: walk the others only
+                row |= candidates & sure
+                candidates, walk, read = candidates & ~sure, None, 2
+                if not self.token_index.any_bits(candidates):
+                    continue
             walked, p, r = self.token_index.pushdown_walk(self._automaton, stacks, pda.max_stack_depth, candidates,
                                                         walk=walk, out=row)
             if walked is None:
@@ -343,6 +350,35 @@ class ContextFreeGrammar(CompiledGrammar):
         kept.flags.writeable = False
         self._walks[tops, _stack_key(_stack_chains(pda, state, read, self._classes), read)] = (kept, pushed)
         return row
+
+
+    def _accepted_past_returns(self, state: Config) -> np.ndarray | None:
+        """The tokens the configuration surely accepts past a return from its stacks' top frames
+        (:meth:`TokenIndex.accepted_past_return`, kept per pair of frames), None for none; never with
+        budgets (their frames count what they consume)."""
+        if self.pda.has_budget:
+            return None
+        store, got = self.pda.stacks, []
+        for s in state:
+            if store.depth[s] < 2:
+                continue
+            pair = tuple(self.pda.top_frames(s, 2))
+            sure = self._past_returns.get(pair, False)
+            if sure is False:
+                sure = self._past_returns[pair] = self.token_index.accepted_past_return(
+                    self.pda.trans_flat, self.pda.accepting_flat, *pair, self._live, self._slice_memo)
+            if sure is not None:
+                got.append(sure)
+        return _union(got)
+
+def _union(words: list[np.ndarray]) -> np.ndarray | None:
+    """The union of uint32 bitsets (a fresh one), None for none."""
+    if not words:
+        return None
+    out = words[0].copy()
+    for w in words[1:]:
+        out |= w
+    return out
 
 
 def _stack_chains(pda: Pda, config: Config, frames: int, classes: LookaheadClasses) -> list[tuple]:

@@ -601,6 +601,56 @@ class TokenIndex:
                 rows = np.concatenate((rows, np.full((max(len(rows), len(states) - len(rows)), 256), -2, np.int32)))
             nodes, at = nodes.copy(), at.copy()
 
+    def accepted_past_return(self, trans_flat: np.ndarray, accepting: np.ndarray, top: int, below: int,
+                             live: np.ndarray, memo: np.ndarray) -> np.ndarray | None:
+        """Tokens that a parse stack surely accepts by leaving its top frame's rule: the tokens of a slice
+        whose characters the top frame takes to its rule's end and the frame below goes on with.
+
+        From ``top`` the slice has a bounded limit ``k`` (:mod:`~leapgen.compiler.token_slices`), the states
+        its characters lead to are one chain and the ``k``-th is accepting, so every token of the slice
+        takes ``k`` characters to the end of the rule, which may return there to ``below``; from
+        ``below`` the same slice has limit ``k2`` in its own rule. The slice's tokens of ``k + 1`` to
+        ``k + k2`` characters (at most :data:`MAX_SLICE_CHARS`; any number past a ``k2`` without bound)
+        are then accepted: a string's block ends, and the caller goes on with the string
+        (:mod:`leapgen.grammar.json.lengths`). A stack accepts more tokens than these, by other paths.
+
+        Parameters
+        ----------
+        trans_flat, accepting : numpy.ndarray
+            The pushdown automaton's byte transitions (int32 ``(n_states * 256,)``) and accepting states
+            (bool ``(n_states,)``), over global states.
+        top, below : int
+            The stack's top two frames (global states).
+        live, memo : numpy.ndarray
+            As :meth:`frame_sets` (``memo`` mutated).
+
+        Returns
+        -------
+        numpy.ndarray or None
+            A fresh uint32 bitset ``(ceil(vocab_size / 32),)``, or None where the shape does not hold
+            (or without the trie kernels). Pure but for ``memo``.
+        """
+        if not self.use_trie:
+            return None
+        slices = self.default_slices
+        starts, *char_dfa = slices.char_dfas
+        i, k, _ = first_slice(trans_flat, top, live, memo, starts, *char_dfa)
+        if i < 0 or not 0 < k <= MAX_SLICE_CHARS:
+            return None
+        q, step = top, memo[1 + i]
+        for _ in range(k):
+            q = int(step[q])
+            if q < 0:
+                return None
+        if not accepting[q]:
+            return None
+        j, k2, _ = first_slice(trans_flat, below, live, memo, starts, *char_dfa)
+        if j != i or k2 <= 0:
+            return None
+        chosen = slices.slices[i]
+        upto = chosen.every if k2 >= UNBOUNDED else chosen.upto[min(k + min(k2, MAX_SLICE_CHARS), MAX_SLICE_CHARS)]
+        return upto & ~chosen.upto[k]
+
     def pushdown_walk(self, automaton: tuple, stacks: tuple, max_depth: int, candidates: np.ndarray,
                       max_work: int = 1_000_000, walk: tuple | None = None, out: np.ndarray | None = None,
                       ) -> tuple[np.ndarray | None, int, int]:

@@ -61,10 +61,12 @@ item ::= [a-z] | "(" item ")"
 
 # A rule that returns after a counted run of letters, into a caller that takes more letters: from inside
 # the run, the tokens of more letters than are left go on after the return (a slice's bounded limit at a
-# frame that leaves on the tokens' way: uncertain, not dead).
+# frame that leaves on the tokens' way: uncertain, not dead; accepted, checked from the top two frames).
+# Inside a quoted run the letters end before the rule does (a quote first): the tokens of more letters die.
 COUNTED_RUN_GBNF = r"""
-root ::= run [a-z]* "." | "(" root ")"
+root ::= run [a-z]* "." | "(" root ")" | "{" quoted [a-z]* "}"
 run ::= [a-z]{6} | "<" run ">"
+quoted ::= "'" [a-z]{4} "'" | "[" quoted "]"
 """
 
 # Strings beside an enum's trie, its words longer than the free string's bound: one character leads a
@@ -589,7 +591,7 @@ def test_block_end_checks_are_walked_once_not_once_per_block(monkeypatch):
     assert per_block[1] > 0 and per_block[2:] == [0, 0], per_block
 
 
-@pytest.mark.parametrize("doc", ["abcdefghijklmnop.", "<<abcdef>>qrstuvwxyz.", "((abcdefg.))"])
+@pytest.mark.parametrize("doc", ["abcdefghijklmnop.", "<<abcdef>>qrstuvwxyz.", "((abcdefg.))", "{[['abcd']]xyz}"])
 def test_masks_equal_brute_force_inside_a_counted_run_that_returns(doc):
     oracle = oracle_for("llama3", "run")
     matcher = GrammarMatcher(oracle.compiled)
