@@ -371,6 +371,7 @@ class ContextFreeGrammar(CompiledGrammar):
                 got.append(sure)
         return _union(got)
 
+
 def _union(words: list[np.ndarray]) -> np.ndarray | None:
     """The union of uint32 bitsets (a fresh one), None for none."""
     if not words:

@@ -15,7 +15,6 @@ configurations).
 from __future__ import annotations
 
 import functools
-
 import os
 from typing import Callable, Hashable, NamedTuple
 
@@ -800,4 +799,3 @@ class TokenIndex:
         if not (words[:full] == np.uint32(0xFFFFFFFF)).all():
             return False
         return rest == 0 or (int(words[full]) & ((1 << rest) - 1)) == (1 << rest) - 1
-
