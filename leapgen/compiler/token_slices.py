@@ -304,6 +304,15 @@ def _append(values, n, x):
 
 
 @njit
+def _has_pair(pair_s, pair_p, n, s, p):
+    """Whether ``(s, p)`` is among the first ``n`` pairs (a linear scan: a character's pairs are few)."""
+    for i in range(n):
+        if pair_s[i] == s and pair_p[i] == p:
+            return True
+    return False
+
+
+@njit
 def slice_leaves(trans_flat, leave_row, q, k, step, p0, edge_start, edge_end, edge_byte, edge_next, complete):
     """Whether a token of a slice, from DFA state ``q`` with bounded limit ``k``
     (``1 <= k <= MAX_SLICE_CHARS``), may leave the rule on its way: 1 when a
@@ -331,12 +340,7 @@ def slice_leaves(trans_flat, leave_row, q, k, step, p0, edge_start, edge_end, ed
                 np_ = edge_next[e]
                 if complete[np_]:
                     continue
-                dup = False
-                for i in range(n_pairs):
-                    if pair_s[i] == ns and pair_p[i] == np_:
-                        dup = True
-                        break
-                if not dup:
+                if not _has_pair(pair_s, pair_p, n_pairs, ns, np_):
                     pair_s = _append(pair_s, n_pairs, ns)
                     pair_p = _append(pair_p, n_pairs, np_)
                     n_pairs += 1
@@ -388,12 +392,7 @@ def _one_char(trans_flat, q, p0, edge_start, edge_end, edge_byte, edge_next, com
             if ns == last_s and np_ == last_p:
                 continue
             last_s, last_p = ns, np_
-            dup = False
-            for i in range(n_pairs):
-                if pair_s[i] == ns and pair_p[i] == np_:
-                    dup = True
-                    break
-            if not dup:
+            if not _has_pair(pair_s, pair_p, n_pairs, ns, np_):
                 pair_s = _append(pair_s, n_pairs, ns)
                 pair_p = _append(pair_p, n_pairs, np_)
                 n_pairs += 1

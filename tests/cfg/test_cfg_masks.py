@@ -206,6 +206,19 @@ def oracle_for(family: str, name: str) -> Oracle:
     return _ORACLES[key]
 
 
+def assert_masks_along(oracle: Oracle, data: bytes) -> np.ndarray:
+    """The mask equals the brute force's after every prefix of ``data``, byte by byte (so also
+    inside multi-byte characters), and ``data`` completes the grammar; returns the last mask."""
+    matcher = GrammarMatcher(oracle.compiled)
+    for i in range(len(data) + 1):
+        got, want = matcher_mask(matcher, oracle.vocab_size), oracle.mask(matcher.state)
+        assert np.array_equal(got, want), f"after {data[:i]!r}"
+        if i < len(data):
+            assert matcher.accept_string(data[i:i + 1])
+    assert matcher.is_completed()
+    return want
+
+
 def stack_depth(compiled, config) -> int:
     """Deepest parse stack of a configuration."""
     return max(compiled.pda.stacks.depth[s] for s in config)
@@ -477,15 +490,7 @@ NESTED_DOC = ('{"id": 7, "tags": ["a", "\u00e9t\u00e9", "\u65e5\u672c\u8a9e"], "
 def test_masks_equal_brute_force_along_a_nested_document(family):
     """Every prefix of a nested document, byte by byte (so also inside multi-byte characters)."""
     oracle = oracle_for(family, "json")
-    matcher = GrammarMatcher(oracle.compiled)
-    data = NESTED_DOC.encode()
-    for i in range(len(data) + 1):
-        got = matcher_mask(matcher, oracle.vocab_size)
-        want = oracle.mask(matcher.state)
-        assert np.array_equal(got, want), f"after {data[:i]!r}"
-        if i < len(data):
-            assert matcher.accept_string(data[i:i + 1])
-    assert matcher.is_completed()
+    want = assert_masks_along(oracle, NESTED_DOC.encode())
     assert want[sorted(oracle.stop_ids)].all()
 
 
@@ -556,14 +561,7 @@ def _strings(schema):
 @pytest.mark.parametrize("opener,closer", [("[", "]"), ("{", "}")])
 def test_masks_equal_brute_force_along_counted_calls_of_a_short_rule(opener, closer):
     oracle = oracle_for("llama3", "counted")  # one grammar for both lists: its mask cache is shared
-    matcher = GrammarMatcher(oracle.compiled)
-    data = (opener + "(a)" * 3 + "x" * 30 + "(a)" * 6 + "x" + closer).encode()
-    for i in range(len(data) + 1):
-        got, want = matcher_mask(matcher, oracle.vocab_size), oracle.mask(matcher.state)
-        assert np.array_equal(got, want), f"after {data[:i]!r}"
-        if i < len(data):
-            assert matcher.accept_string(data[i:i + 1])
-    assert matcher.is_completed()
+    assert_masks_along(oracle, (opener + "(a)" * 3 + "x" * 30 + "(a)" * 6 + "x" + closer).encode())
 
 
 def test_block_end_checks_are_walked_once_not_once_per_block(monkeypatch):
@@ -594,25 +592,11 @@ def test_block_end_checks_are_walked_once_not_once_per_block(monkeypatch):
 @pytest.mark.parametrize("doc", ["abcdefghijklmnop.", "<<abcdef>>qrstuvwxyz.", "((abcdefg.))", "{[['abcd']]xyz}"])
 def test_masks_equal_brute_force_inside_a_counted_run_that_returns(doc):
     oracle = oracle_for("llama3", "run")
-    matcher = GrammarMatcher(oracle.compiled)
-    data = doc.encode()
-    for i in range(len(data) + 1):
-        got, want = matcher_mask(matcher, oracle.vocab_size), oracle.mask(matcher.state)
-        assert np.array_equal(got, want), f"after {data[:i]!r}"
-        if i < len(data):
-            assert matcher.accept_string(data[i:i + 1])
-    assert matcher.is_completed()
+    assert_masks_along(oracle, doc.encode())
 
 
 @pytest.mark.parametrize("doc", ['["alphabet soup of words","gamma ray",["beta","alphabet soups"]]',
                                  '[["gamma ray bursts"],"alp","betamax and"]'])
 def test_masks_equal_brute_force_in_strings_beside_an_enum(doc):
     oracle = oracle_for("llama3", "enum_string")  # one grammar: the slice checks' memo is shared
-    matcher = GrammarMatcher(oracle.compiled)
-    data = doc.encode()
-    for i in range(len(data) + 1):
-        got, want = matcher_mask(matcher, oracle.vocab_size), oracle.mask(matcher.state)
-        assert np.array_equal(got, want), f"after {data[:i]!r}"
-        if i < len(data):
-            assert matcher.accept_string(data[i:i + 1])
-    assert matcher.is_completed()
+    assert_masks_along(oracle, doc.encode())
