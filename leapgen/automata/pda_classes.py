@@ -44,8 +44,11 @@ class LookaheadClasses:
     def __init__(self, pda: Pda, budget: int):
         self.pda = pda
         self.budget = budget
-        self._ids: dict[tuple, int] = {}  # signature -> class id
-        self._lock = threading.Lock()  # numbering a new signature (two threads must not give out one id)
+        # (accepting, hash of the byte row, calls) -> [(a state of the class, class id)]: a state, not its
+        # 1 KB row, is kept per class
+        self._ids: dict[tuple, list[tuple[int, int]]] = {}
+        self._count = 0
+        self._lock = threading.Lock()
         self._memo: dict[tuple[int, int], int] = {}  # (state, budget) -> class id
         self._of: dict[int, int] = {}  # state -> class id at the full budget
         self._min_bytes: dict[int, int] = {}  # rule -> the fewest bytes of a return from its start
@@ -77,14 +80,27 @@ class LookaheadClasses:
                 else:
                     ret = ("class", self._class(back, budget - need))
             calls.append((start, tail, guarded, ret))
-        row = pda.trans_flat[g * 256:(g + 1) * 256].tobytes()
-        sig = (bool(pda.accepting_flat[g]), row, tuple(calls))
-        got = self._ids.get(sig)
+        row = pda.trans_flat[g * 256:(g + 1) * 256]
+        sig = (bool(pda.accepting_flat[g]), hash(row.tobytes()), tuple(calls))
+        got = self._find(sig, row)
         if got is None:
-            with self._lock:
-                got = self._ids.setdefault(sig, len(self._ids))
+            with self._lock:  # two threads must not give out one id
+                got = self._find(sig, row)
+                if got is None:
+                    got = self._count
+                    self._count += 1
+                    self._ids.setdefault(sig, []).append((g, got))
         self._memo[g, budget] = got
         return got
+
+    def _find(self, sig: tuple, row: np.ndarray) -> int | None:
+        """The class of signature ``sig`` whose state's byte row is ``row`` (the hash in ``sig`` only
+        narrows the search: rows are compared whole), None for none yet."""
+        trans = self.pda.trans_flat
+        for rep, got in self._ids.get(sig, ()):
+            if np.array_equal(trans[rep * 256:(rep + 1) * 256], row):
+                return got
+        return None
 
     def min_bytes(self, rule: int) -> int:
         """A lower bound on the bytes a frame of ``rule`` consumes from its start state to its return,

@@ -97,7 +97,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
         self._walk_reads: dict[tuple, set[int]] = {}
         self._classes = LookaheadClasses(pda, token_index.max_token_bytes)  # the walks' keys (_check_uncertain)
-        self._past_returns: dict[tuple, np.ndarray | None] = {}  # see _accepted_past_returns
+        self._past_returns: dict[tuple, np.ndarray | None] = {}  # see _accepted_past_returns; cleared with _walks
         self._base = pda.state_base.tolist()
         self._live = np.ones(len(pda.has_bytes_flat), np.int8)
         # side rows: a frame sort's slice check walks up to 32 characters of states, thousands beside an enum's trie
@@ -345,6 +345,7 @@ class ContextFreeGrammar(CompiledGrammar):
         if len(self._walks) > MAX_CONFIG_CACHE:
             self._walks.clear()
             self._walk_reads.clear()
+            self._past_returns.clear()
         self._walk_reads.setdefault(tops, set()).add(read)
         kept = row.copy()
         kept.flags.writeable = False
@@ -369,17 +370,7 @@ class ContextFreeGrammar(CompiledGrammar):
                     self.pda.trans_flat, self.pda.accepting_flat, *pair, self._live, self._slice_memo)
             if sure is not None:
                 got.append(sure)
-        return _union(got)
-
-
-def _union(words: list[np.ndarray]) -> np.ndarray | None:
-    """The union of uint32 bitsets (a fresh one), None for none."""
-    if not words:
-        return None
-    out = words[0].copy()
-    for w in words[1:]:
-        out |= w
-    return out
+        return np.bitwise_or.reduce(got) if got else None
 
 
 def _stack_chains(pda: Pda, config: Config, frames: int, classes: LookaheadClasses) -> list[tuple]:
