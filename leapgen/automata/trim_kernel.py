@@ -1,7 +1,7 @@
 """Trimming kernel: the states of a DFA that are reachable and co-reachable.
 
-Two graph searches: forward from the start, backward from the accepting
-states over a predecessor list in CSR form. Compiled with numba when
+Two graph searches over the transitions in CSR form: forward from the start,
+backward from the accepting states over a predecessor list. Compiled with numba when
 installed (pure Python otherwise: same result, slower).
 """
 
@@ -33,6 +33,30 @@ def useful_states(trans, start, accepting, columns):
         accepting state.
     """
     n = trans.shape[0]
+    row_start = np.zeros(n + 1, np.int64)
+    for q in range(n):
+        c = 0
+        for b in columns:
+            if trans[q, b] >= 0:
+                c += 1
+        row_start[q + 1] = row_start[q] + c
+    dst = np.empty(row_start[n], np.int64)
+    e = 0
+    for q in range(n):
+        for b in columns:
+            t = trans[q, b]
+            if t >= 0:
+                dst[e] = t
+                e += 1
+    return useful_csr(row_start, dst, start, accepting)
+
+
+@njit
+def useful_csr(row_start, dst, start, accepting):
+    """:func:`useful_states` of transitions in CSR form: the successors of ``q`` are
+    ``dst[row_start[q]:row_start[q + 1]]`` (``row_start`` int64 ``(n + 1,)``, ``dst`` int64);
+    ``accepting`` bool ``(n,)``. Returns bool ``(n,)``; mutates nothing."""
+    n = row_start.shape[0] - 1
     stack = np.empty(n, np.int64)
     reach = np.zeros(n, np.bool_)
     reach[start] = True
@@ -41,31 +65,26 @@ def useful_states(trans, start, accepting, columns):
     while top > 0:
         top -= 1
         q = stack[top]
-        for b in columns:
-            t = trans[q, b]
-            if t >= 0 and not reach[t]:
+        for i in range(row_start[q], row_start[q + 1]):
+            t = dst[i]
+            if not reach[t]:
                 reach[t] = True
                 stack[top] = t
                 top += 1
-    # predecessors of reachable states, in CSR
-    pred_start = np.zeros(n + 1, np.int64)
+    pred_start = np.zeros(n + 1, np.int64)  # predecessors of the reached states, CSR
     for q in range(n):
         if reach[q]:
-            for b in columns:
-                t = trans[q, b]
-                if t >= 0:
-                    pred_start[t + 1] += 1
+            for i in range(row_start[q], row_start[q + 1]):
+                pred_start[dst[i] + 1] += 1
     for q in range(n):
         pred_start[q + 1] += pred_start[q]
     fill = pred_start[:n].copy()
     pred = np.empty(pred_start[n], np.int64)
     for q in range(n):
         if reach[q]:
-            for b in columns:
-                t = trans[q, b]
-                if t >= 0:
-                    pred[fill[t]] = q
-                    fill[t] += 1
+            for i in range(row_start[q], row_start[q + 1]):
+                pred[fill[dst[i]]] = q
+                fill[dst[i]] += 1
     live = np.zeros(n, np.bool_)
     top = 0
     for q in range(n):
