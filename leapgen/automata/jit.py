@@ -12,11 +12,15 @@ try:
     import numba
 
     njit = numba.njit(cache=True, nogil=True)
+    njit_inline = numba.njit(cache=True, nogil=True, inline="always")
+    """For small helpers called in a kernel's inner loop: inlined in numba's IR, no call per use."""
 except ImportError:  # pragma: no cover - exercised where numba is missing
     numba = None
 
     def njit(f):
         return f
+
+    njit_inline = njit
 
 HAVE_NUMBA = numba is not None
 """Whether the kernels are compiled (numba is installed)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.automata.jit import njit
+from leapgen.automata.jit import njit, njit_inline
 from leapgen.automata.trim_kernel import useful_csr
 
 
@@ -23,7 +23,7 @@ from leapgen.automata.trim_kernel import useful_csr
 E, L, S, F, P, M, W = range(7)
 
 
-@njit
+@njit_inline
 def _mark(e, X, w):
     """Mark element ``e`` of partition ``X``; ``w``: touched blocks so far. Returns the new count."""
     s = X[S, e]
@@ -40,7 +40,7 @@ def _mark(e, X, w):
     return w
 
 
-@njit
+@njit_inline
 def _split(X, w, z):
     """Split the ``w`` touched blocks of ``X`` into marked and unmarked (the smaller part gets
     the new block number); ``z``: blocks so far. Returns the new block count."""
