@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.automata.jit import njit
+from leapgen.automata.jit import njit, njit_inline
 from leapgen.compiler.trie_kernels import WALK_DEPTH, _deeper, _or_subtree, _set_bits, _set_candidate_bits, build_trie
 
 #: pda_walk's results.
@@ -147,7 +147,7 @@ def candidate_trie(words, trie_pos, node_toks, byte_matrix, byte_lengths):
     return build_trie(matrix, lengths, order), rows, order
 
 
-@njit
+@njit_inline
 def _child_holding(p, lo, hi, child_node, node_tok_start):
     """The index ``k`` in ``lo:hi`` (children of one trie node, in order) of the
     child whose subtree holds token position ``p``: the last child starting at
@@ -162,7 +162,7 @@ def _child_holding(p, lo, hi, child_node, node_tok_start):
     return lo
 
 
-@njit
+@njit_inline
 def _push_item(buf, n, gs, link, s, p, d, lo):
     """Write item ``(gs, link, s, p, d)`` at row ``n`` of ``buf`` (int64 ``(m, 5)``,
     ``n < m``: the caller grows it) unless rows ``lo:n`` hold it already; returns

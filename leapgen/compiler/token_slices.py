@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from leapgen.automata.dfa import compile_dfa
-from leapgen.automata.jit import njit
+from leapgen.automata.jit import njit, njit_inline
 from leapgen.compiler import trie_kernels
 from leapgen.grammar import ir
 
@@ -285,7 +285,7 @@ def char_prefix(edge_start, edge_end, edge_byte, edge_next, complete, byte_matri
     return chars, size
 
 
-@njit
+@njit_inline
 def _index_of(values, n, x):
     """Position of ``x`` in ``values[:n]``, or -1 (a linear scan: the sets here are small)."""
     for i in range(n):
@@ -294,7 +294,7 @@ def _index_of(values, n, x):
     return -1
 
 
-@njit
+@njit_inline
 def _append(values, n, x):
     """``values`` with ``x`` at position ``n`` (grown when full)."""
     if n == values.shape[0]:
@@ -303,7 +303,7 @@ def _append(values, n, x):
     return values
 
 
-@njit
+@njit_inline
 def _has_pair(pair_s, pair_p, n, s, p):
     """Whether ``(s, p)`` is among the first ``n`` pairs (a linear scan: a character's pairs are few)."""
     for i in range(n):
@@ -498,7 +498,7 @@ def slice_limit(trans_flat, start, state_class, p0, edge_start, edge_end, edge_b
     return MORE, target, seen, 0
 
 
-@njit
+@njit_inline
 def _step_code(v, n_ends, ends, side):
     """:func:`slice_limit`'s ``step_memo`` entry for one character's ``_one_char`` result
     (``ends[:n_ends]`` kept in ``side`` when there are several and it has room; mutates ``side``)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.automata.jit import njit
+from leapgen.automata.jit import njit, njit_inline
 
 #: Depths the per-depth arrays of a trie walk start with (they grow past it: see ``_deeper``).
 WALK_DEPTH = 64
@@ -101,7 +101,7 @@ def build_trie(byte_matrix, lengths, order):
             byte[:n_nodes].astype(np.uint8), depth, node_end)
 
 
-@njit
+@njit_inline
 def _set_bits(words, node_toks, token_ids, lo, hi):
     """Set the bits of the tokens ``node_toks[lo:hi]`` in ``words``."""
     for k in range(lo, hi):
@@ -109,7 +109,7 @@ def _set_bits(words, node_toks, token_ids, lo, hi):
         words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
-@njit
+@njit_inline
 def _set_candidate_bits(words, candidate_words, node_toks, token_ids, lo, hi):
     """Set in ``words`` the bits of the tokens ``node_toks[lo:hi]`` that are set in ``candidate_words``."""
     for k in range(lo, hi):
@@ -149,7 +149,7 @@ def trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte
         v += 1
 
 
-@njit
+@njit_inline
 def _deeper(a, d):
     """``a``, or ``a`` with twice the room where index ``d`` does not fit: a walk's per-depth arrays
     start at :data:`WALK_DEPTH` entries and grow with the trie's depth (scanning ``node_depth`` for
@@ -175,7 +175,7 @@ def _subtree_ends(child_start, child_end, child_node, node_tok_start, n_tok):
     return end_node, out
 
 
-@njit
+@njit_inline
 def _has_candidate(candidate_pos, node_tok_start, sub_tok_end, c):
     """Whether trie node ``c``'s subtree holds a candidate (binary search)."""
     lo = np.searchsorted(candidate_pos, node_tok_start[c])
@@ -312,7 +312,7 @@ def chain_states(trans_flat, start, in_class, max_depth, min_live):
     return out[:n_out]
 
 
-@njit
+@njit_inline
 def _or_subtree(words, row, node_toks, token_ids, lo, hi):
     """Set in ``words`` the bits ``row`` has of the tokens ``node_toks[lo:hi]``."""
     for k in range(lo, hi):
