@@ -104,6 +104,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self._slice_memo = token_index.new_slice_memo(len(pda.has_bytes_flat), side=True)
         self._loops = LoopJumps()
         self._automaton = pda.walk_arrays
+        self._automaton_bytes = sum(int(a.nbytes) for a in self._automaton if isinstance(a, np.ndarray))
         self._find_token_literals([d.trans for d in pda.dfas])
 
     @property
@@ -195,8 +196,8 @@ class ContextFreeGrammar(CompiledGrammar):
         frame sorts (two bitsets each), the joined sorts of top frames (two), the reused walks (one), the
         token-slice memo and the rules' automata; the configuration caches' Python objects are not counted."""
         sorts = 2 * (len(self._frame_tokens) + len(self._tops)) + len(self._walks)
-        automaton = sum(int(a.nbytes) for a in self._automaton if isinstance(a, np.ndarray))
-        return super().memory_size_bytes() + sorts * self._row_bytes + int(self._slice_memo.nbytes) + automaton
+        return (super().memory_size_bytes() + sorts * self._row_bytes + int(self._slice_memo.nbytes)
+                + self._automaton_bytes)
 
     def _forced_byte(self, state: Config) -> int:
         exp = self.expansion(state)
