@@ -12,9 +12,9 @@ from leapgen.errors import GrammarError
 from leapgen.grammar import ir
 
 
-def rule_refs(node: ir.Node) -> set[str]:
-    """Names of the rules ``node`` refers to."""
-    return {n.name for n in ir.iter_nodes(node) if isinstance(n, ir.RuleRef)}
+def rule_refs(node: ir.Node) -> frozenset[str]:
+    """Names of the rules ``node`` refers to (cached on the IR: :func:`leapgen.grammar.ir.ref_names`)."""
+    return ir.ref_names(node)
 
 
 def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:
@@ -74,7 +74,7 @@ def _rebuild(on_ref):
     memo: dict[ir.Node, ir.Node] = {}
 
     def rebuild(node: ir.Node) -> ir.Node:
-        if type(node) in _LEAVES:  # before the memo: hashing a leaf costs more than returning it
+        if type(node) in _LEAVES or not ir.ref_names(node):  # nothing to replace below (a leaf: before the memo)
             return node
         got = memo.get(node)
         if got is not None:

@@ -58,7 +58,11 @@ class Node:
 
     Each node caches its hash (``_h``): IR built by the front-ends shares
     subterms (a DAG), and a recomputed structural hash would walk the
-    tree expansion, exponential in the depth of sharing.
+    tree expansion, exponential in the depth of sharing. For the same
+    reason it caches the rule names it refers to (``_r``, see
+    :func:`ref_names`) and its tree-expanded size (``_s``, see
+    :func:`tree_size`): the rule passes of a compile ask them again and
+    again of the same subterms.
     """
 
     __slots__ = ()
@@ -76,6 +80,8 @@ class Node:
 class Bytes(Node):
     data: bytes
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -83,6 +89,8 @@ class Bytes(Node):
 class ByteSet(Node):
     ranges: tuple[tuple[int, int], ...]
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -90,6 +98,8 @@ class ByteSet(Node):
 class CharSet(Node):
     ranges: tuple[tuple[int, int], ...]
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -97,6 +107,8 @@ class CharSet(Node):
 class Seq(Node):
     items: tuple[Node, ...]
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -104,6 +116,8 @@ class Seq(Node):
 class Alt(Node):
     items: tuple[Node, ...]
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -113,6 +127,8 @@ class Repeat(Node):
     lo: int
     hi: int | None
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -121,6 +137,8 @@ class Join(Node):
     item: Node
     sep: Node
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -129,6 +147,8 @@ class Subsets(Node):
     items: tuple[Node, ...]
     sep: Node
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -136,6 +156,8 @@ class Subsets(Node):
 class Intersect(Node):
     items: tuple[Node, ...]
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -144,6 +166,8 @@ class Diff(Node):
     left: Node
     right: Node
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -152,6 +176,8 @@ class Quotient(Node):
     left: Node
     suffix: bytes
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -159,6 +185,8 @@ class Quotient(Node):
 class Embed(Node):
     item: Node
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -166,6 +194,8 @@ class Embed(Node):
 class RuleRef(Node):
     name: str
     _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
     __hash__ = Node.__hash__
 
 
@@ -438,7 +468,87 @@ def iter_nodes(node: Node):
 
 def contains_ruleref(node: Node) -> bool:
     """Whether ``node`` refers to a named rule anywhere (needs the CFG layer)."""
-    return any(isinstance(n, RuleRef) for n in iter_nodes(node))
+    return bool(ref_names(node))
+
+
+NO_REFS: frozenset = frozenset()
+
+
+def _cached_post_order(node: Node, slot: str, unset, leaf, combine):
+    """The value of slot ``slot`` of ``node``, computed children first where ``unset``
+    (``leaf(n)`` for a node without children, ``combine(n, child_values)`` else) and cached
+    in every node on the way: iterative, so deep IR never meets the recursion limit."""
+    got = getattr(node, slot)
+    if got != unset:
+        return got
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if getattr(n, slot) != unset:
+            stack.pop()
+            continue
+        kids = children(n)
+        pending = [k for k in kids if getattr(k, slot) == unset]
+        if pending:
+            stack.extend(pending)
+            continue
+        object.__setattr__(n, slot, combine(n, [getattr(k, slot) for k in kids]) if kids else leaf(n))
+        stack.pop()
+    return getattr(node, slot)
+
+
+def _refs_of_children(node: Node, refs: list) -> frozenset:
+    out = NO_REFS
+    for r in refs:
+        if r:
+            out = out | r if out else r
+    return out
+
+
+def ref_names(node: Node) -> frozenset:
+    """Names of the rules ``node`` refers to anywhere (:class:`RuleRef`), cached on every
+    subterm (IR is immutable). Pure."""
+    got = node._r
+    if got is not None:
+        return got
+    return _cached_post_order(node, "_r", None,
+                              lambda n: frozenset((n.name,)) if type(n) is RuleRef else NO_REFS,
+                              _refs_of_children)
+
+
+SIZE_CAP = 10**9
+"""The most :func:`tree_size` counts."""
+
+
+def _leaf_size(node: Node) -> int:
+    kind = type(node)
+    if kind is Bytes:
+        return max(len(node.data), 1)
+    return 1 if kind in (RuleRef, Seq, Alt, Intersect) else 2  # an empty Seq or Alt: 1 + nothing
+
+
+def _size_of_children(node: Node, sizes: list) -> int:
+    kind = type(node)
+    if kind is Repeat:
+        out = 1 + sizes[0] * max(node.hi if node.hi is not None else node.lo + 1, 1)
+    elif kind is Subsets:
+        out = 1 + sum(sizes[:-1]) + sizes[-1] * (len(node.items) - 1)
+    elif kind in (Seq, Alt, Intersect, Join, Diff):
+        out = 1 + sum(sizes)
+    else:  # Quotient, Embed: built apart, small in the enclosing automaton
+        out = 2
+    return min(out, SIZE_CAP)
+
+
+def tree_size(node: Node) -> int:
+    """Nodes of the tree expansion of ``node`` (about the NFA states a Thompson construction
+    builds from it): bounded repeats count their copies, a literal its bytes, a character
+    set 2, a rule reference 1; a :class:`Quotient` or :class:`Embed` 2 (built apart); at
+    most :data:`SIZE_CAP`. Cached on every subterm. Pure."""
+    got = node._s
+    if got >= 0:
+        return got
+    return _cached_post_order(node, "_s", -1, _leaf_size, _size_of_children)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,8 @@ CAP = 10**9
 
 
 def _size(node: Node, ref_size: dict, memo: dict) -> int:
-    """Tree-expanded size of ``node``, a rule reference costing ``ref_size[name]``."""
+    """Tree-expanded size of ``node`` (as :func:`leapgen.grammar.ir.tree_size`), a rule
+    reference costing ``ref_size[name]``."""
     kind = type(node)
     if kind is ir.Bytes:  # leaves first, without the memo (a first hash costs more than their size)
         return max(len(node.data), 1)
@@ -40,6 +41,8 @@ def _size(node: Node, ref_size: dict, memo: dict) -> int:
         return 2
     if kind is ir.RuleRef:
         return ref_size.get(node.name, 1)
+    if not ir.ref_names(node):  # no reference below: the size cached on the node
+        return ir.tree_size(node)
     hit = memo.get(node)
     if hit is not None:
         return hit
@@ -80,17 +83,14 @@ def expanded_size(rules: dict) -> int:
     return _size(rules["root"], full, memo)
 
 
-def tree_size(node: Node, memo: dict) -> int:
-    """Tree-expanded size of ``node`` (a rule reference counts 1)."""
-    return _size(node, {}, memo)
-
-
 _NO_REFS: Counter = Counter()  # shared by every subterm without references: never mutated
 
 
 def _occurrences(node: Node, memo: dict) -> Counter:
     """Rule references in the tree expansion of ``node``, with multiplicity
     (a Counter shared with other subterms: do not mutate it)."""
+    if not ir.ref_names(node):
+        return _NO_REFS
     hit = memo.get(node)
     if hit is not None:
         return hit

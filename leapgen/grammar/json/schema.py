@@ -154,7 +154,7 @@ from .merge import (ABSENT, BLIND_ITEMS, MISSING, NON_INTEGER, NOT_ENUM, NOT_FOR
                     TYPE_NAMES, VALIDATION_KEYWORDS)
 from .objects import compile_object
 from .refs import RefIndex, join_pointer
-from .rules import DUPLICATION_BUDGETS, expanded_size, grammar_size, kept_rules, tree_size
+from .rules import DUPLICATION_BUDGETS, expanded_size, grammar_size, kept_rules
 from .scalars import compile_integer, compile_number, compile_string, exclude_values
 from .values import check, check_json_value, dedupe, json_equal, values_node
 
@@ -347,7 +347,6 @@ class _Compiler(Applicators):
         self._in_product = 0  # > 0 while compiling an operand of an intersection (no recursive rules there)
         self._any_memo: dict = {}
         self._normal: dict = {}  # id(schema) -> normalized schema
-        self._size_memo: dict = {}
         self._rule_names: dict = {}  # rule body -> its name (see rule())
         self.candidate_names: set[str] = set()  # the rules made by rule(), in self.rules
         self._active: dict = {}  # compile() keys in progress -> rule name once re-entered
@@ -383,7 +382,7 @@ class _Compiler(Applicators):
         """``node`` as a rule (a candidate for :func:`.rules.kept_rules`)
         when it is large and rules are allowed here; else ``node``."""
         if (not self.cfg or self._in_product or isinstance(node, ir.RuleRef)
-                or tree_size(node, self._size_memo) < RULE_MIN_SIZE):
+                or ir.tree_size(node) < RULE_MIN_SIZE):
             return node
         key = self._rule_names.get(node)
         if key is None:  # one rule per distinct body
