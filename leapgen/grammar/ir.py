@@ -432,23 +432,23 @@ def embed(item: Node) -> Node:
     return Embed(item)
 
 
+_CHILDREN = {
+    Seq: operator.attrgetter("items"),
+    Alt: operator.attrgetter("items"),
+    Intersect: operator.attrgetter("items"),
+    Repeat: lambda n: (n.item,),
+    Subsets: lambda n: (*n.items, n.sep),
+    Join: lambda n: (n.item, n.sep),
+    Diff: lambda n: (n.left, n.right),
+    Quotient: lambda n: (n.left,),
+    Embed: lambda n: (n.item,),
+}
+
+
 def children(node: Node) -> tuple[Node, ...]:
     """The direct subterms of ``node``."""
-    if isinstance(node, (Seq, Alt, Intersect)):
-        return node.items
-    if isinstance(node, Repeat):
-        return (node.item,)
-    if isinstance(node, Subsets):
-        return (*node.items, node.sep)
-    if isinstance(node, Join):
-        return (node.item, node.sep)
-    if isinstance(node, Diff):
-        return (node.left, node.right)
-    if isinstance(node, Quotient):
-        return (node.left,)
-    if isinstance(node, Embed):
-        return (node.item,)
-    return ()
+    get = _CHILDREN.get(type(node))
+    return get(node) if get is not None else ()
 
 
 def iter_nodes(node: Node):
@@ -474,46 +474,41 @@ def contains_ruleref(node: Node) -> bool:
 NO_REFS: frozenset = frozenset()
 
 
-def _cached_post_order(node: Node, slot: str, unset, leaf, combine):
-    """The value of slot ``slot`` of ``node``, computed children first where ``unset``
-    (``leaf(n)`` for a node without children, ``combine(n, child_values)`` else) and cached
-    in every node on the way: iterative, so deep IR never meets the recursion limit."""
-    got = getattr(node, slot)
-    if got != unset:
-        return got
-    stack = [node]
+def _analyse(node: Node) -> None:
+    """Set the cached rule names (``_r``) and tree size (``_s``) of ``node`` and of every
+    subterm not analysed yet, children first: iterative, so deep IR never meets the
+    recursion limit. Mutates only those caches."""
+    stack: list = [(node, None)]
     while stack:
-        n = stack[-1]
-        if getattr(n, slot) != unset:
-            stack.pop()
+        n, kids = stack.pop()
+        if n._s >= 0:
             continue
-        kids = children(n)
-        pending = [k for k in kids if getattr(k, slot) == unset]
-        if pending:
-            stack.extend(pending)
-            continue
-        object.__setattr__(n, slot, combine(n, [getattr(k, slot) for k in kids]) if kids else leaf(n))
-        stack.pop()
-    return getattr(node, slot)
-
-
-def _refs_of_children(node: Node, refs: list) -> frozenset:
-    out = NO_REFS
-    for r in refs:
-        if r:
-            out = out | r if out else r
-    return out
+        if kids is None:
+            kids = children(n)
+            pending = [k for k in kids if k._s < 0]
+            if pending:
+                stack.append((n, kids))
+                stack.extend((k, None) for k in pending)
+                continue
+        if kids:
+            refs = NO_REFS
+            for k in kids:
+                if k._r:
+                    refs = refs | k._r if refs else k._r
+            size = _size_of_children(n, [k._s for k in kids])
+        else:
+            refs = frozenset((n.name,)) if type(n) is RuleRef else NO_REFS
+            size = _leaf_size(n)
+        object.__setattr__(n, "_r", refs)
+        object.__setattr__(n, "_s", size)
 
 
 def ref_names(node: Node) -> frozenset:
     """Names of the rules ``node`` refers to anywhere (:class:`RuleRef`), cached on every
     subterm (IR is immutable). Pure."""
-    got = node._r
-    if got is not None:
-        return got
-    return _cached_post_order(node, "_r", None,
-                              lambda n: frozenset((n.name,)) if type(n) is RuleRef else NO_REFS,
-                              _refs_of_children)
+    if node._s < 0:
+        _analyse(node)
+    return node._r
 
 
 SIZE_CAP = 10**9
@@ -545,10 +540,9 @@ def tree_size(node: Node) -> int:
     builds from it): bounded repeats count their copies, a literal its bytes, a character
     set 2, a rule reference 1; a :class:`Quotient` or :class:`Embed` 2 (built apart); at
     most :data:`SIZE_CAP`. Cached on every subterm. Pure."""
-    got = node._s
-    if got >= 0:
-        return got
-    return _cached_post_order(node, "_s", -1, _leaf_size, _size_of_children)
+    if node._s < 0:
+        _analyse(node)
+    return node._s
 
 
 @dataclass(frozen=True, slots=True)
