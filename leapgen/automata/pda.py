@@ -38,6 +38,7 @@ import numpy as np
 from leapgen.automata.dfa import Dfa, compile_dfa, minimize
 from leapgen.automata.keyed import KeyGuards
 from leapgen.automata.pda_stacks import EMPTY, StackStore
+from leapgen.automata.pda_tables import call_edges, rule_byte_table
 from leapgen.automata.trim_kernel import useful_states
 from leapgen.errors import AmbiguityLimitError, GrammarError
 from leapgen.grammar import ir
@@ -152,23 +153,27 @@ class Pda:
         #: int64 ``(n_rules + 1,)``: rule ``r``'s states are global ids ``state_base[r]:state_base[r + 1]``.
         self.state_base = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         self._base = base = tuple(self.state_base.tolist())
-        byte_tables = [d.trans[:, :256] for d in self.dfas]
         #: int32 ``(n_states * 256,)``: every rule's byte transitions over global state ids, -1 dead.
-        self.trans_flat = np.concatenate([np.where(t >= 0, t + b, -1).astype(np.int32).reshape(-1)
-                                          for t, b in zip(byte_tables, base)])
+        self.trans_flat = np.empty(int(self.state_base[-1]) * 256, np.int32)
+        has_bytes = np.empty(int(self.state_base[-1]), np.bool_)
+        for d, lo, hi in zip(self.dfas, base, base[1:]):
+            rule_byte_table(d.trans, lo, self.trans_flat[lo * 256:hi * 256], has_bytes[lo:hi])
         self._trans_view = memoryview(self.trans_flat)
+        #: bool ``(n_states,)`` over global ids.
+        self.has_bytes_flat = has_bytes
+        self.accepting_flat = np.concatenate([d.accepting for d in self.dfas]).astype(np.bool_)
         # per rule, per state; tuples of ints and bools, which the garbage collector stops tracking (a
         # grammar's lists of tens of thousands of states were millions of references for each full collection)
-        self.has_bytes = tuple(tuple((t >= 0).any(axis=1).tolist()) for t in byte_tables)
+        self.has_bytes = tuple(tuple(has_bytes[lo:hi].tolist()) for lo, hi in zip(base, base[1:]))
         self.accepting = tuple(tuple(d.accepting.tolist()) for d in self.dfas)
         calls: list[tuple[tuple[tuple[int, int], ...], ...]] = []
+        no_calls: tuple = ()
         for d in self.dfas:
-            per_state: list[list[tuple[int, int]]] = [[] for _ in range(d.n_states)]
-            block = d.trans[:, 256:256 + n_rules]
-            qs, callees = np.nonzero(block >= 0)
-            for q, callee, ret in zip(qs.tolist(), callees.tolist(), block[qs, callees].tolist()):
-                per_state[q].append((callee, ret))
-            calls.append(tuple(tuple(c) for c in per_state))
+            per_state: list = [no_calls] * d.n_states
+            qs, callees, rets = (x.tolist() for x in call_edges(d.trans, n_rules))
+            for q, callee, ret in zip(qs, callees, rets):
+                per_state[q] += ((callee, ret),)
+            calls.append(tuple(per_state))
         self.calls = tuple(calls)
         # exit states: accepting, with no byte and no call edge (a frame there can only pop); a rule with
         # options has none, so its frame stays below its callees (a matcher sees it active to the end)
@@ -192,10 +197,6 @@ class Pda:
     def _pack_calls(self) -> None:
         """The global arrays of :mod:`leapgen.compiler.pda_kernels` (see :func:`pda_walk`)."""
         base = self._base
-        flat = lambda per_rule: np.array([x for rows in per_rule for x in rows], np.bool_)  # noqa: E731
-        #: bool ``(n_states,)`` over global ids.
-        self.has_bytes_flat = flat(self.has_bytes)
-        self.accepting_flat = flat(self.accepting)
         self._pack_leave_bytes()
         ptr, start, ret, tail, guarded = [0], [], [], [], []
         for r, rows in enumerate(self.calls):
