@@ -50,3 +50,9 @@ def test_profile_tbm_of_named_grammars():
     name = next(p for p in sorted((CORPORA / "schemas" / "Glaiveai2K").glob("*.json")))
     out = _run(str(BENCH / "profile_tbm.py"), "--names", f"jsb/Glaiveai2K/{name.stem}", "--top", "3")
     assert "computing rows (first visits)" in out
+
+
+@needs_corpus
+def test_bench_ttfm_interleaves_backends():
+    out = _run(str(BENCH / "bench_ttfm.py"), "--schemas", "3", "--backend", "leapgen,llguidance", "--half", "holdout")
+    assert "| leapgen |" in out and "| llguidance |" in out
