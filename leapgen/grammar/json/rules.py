@@ -28,7 +28,7 @@ TARGET_SIZE = 40_000
 """Expanded IR nodes (about NFA states) above which rules are kept."""
 DUPLICATION_BUDGETS = (20_000, 5_000, 1_500, 400)
 """Successive thresholds on ``size * (uses - 1)`` (nodes copied by inlining)."""
-CAP = 10**9
+CAP = ir.SIZE_CAP
 
 
 def _size(node: Node, ref_size: dict, memo: dict) -> int:
