@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from leapgen.automata.jit import njit, njit_inline
-from leapgen.automata.trim_kernel import useful_csr
+from leapgen.automata.trim_kernel import csr_edges, useful_csr
 
 
 # A refinable partition is one int64 array of 7 rows (numba reads these module
 # constants as literals): the elements in block order (E), each element's place
 # in E (L), its block (S); each block's first place (F), end (P), marked count
-# (M); the touched blocks (W). One array instead of seven: the kernels run 3-4x
-# faster (fewer pointers live across the inner loops).
+# (M); the touched blocks (W). One array instead of seven, with the helpers inlined:
+# the minimization takes about half the time it did.
 E, L, S, F, P, M, W = range(7)
 
 
@@ -177,25 +177,7 @@ def minimize_table_kernel(table, accepting, start, symbol_class):
         bool, ``(n_blocks,)``.
     """
     n, width = table.shape
-    # the transitions, read once, by tail (CSR): every pass below works on these
-    row_start = np.zeros(n + 1, np.int64)
-    for q in range(n):
-        c = 0
-        for a in range(width):
-            if table[q, a] >= 0:
-                c += 1
-        row_start[q + 1] = row_start[q] + c
-    m_all = row_start[n]
-    dst = np.empty(m_all, np.int64)
-    lab = np.empty(m_all, np.int64)
-    e = 0
-    for q in range(n):
-        for a in range(width):
-            t = table[q, a]
-            if t >= 0:
-                dst[e] = t
-                lab[e] = a
-                e += 1
+    row_start, dst, lab = csr_edges(table, np.arange(width))  # the transitions, read once
     live = useful_csr(row_start, dst, start, accepting)
     if not live[start]:
         return np.empty((0, symbol_class.shape[0]), np.int32), np.empty(0, np.bool_)

@@ -38,8 +38,8 @@ import numpy as np
 from leapgen.automata.dfa import Dfa, compile_dfa, minimize
 from leapgen.automata.keyed import KeyGuards
 from leapgen.automata.pda_stacks import EMPTY, StackStore
-from leapgen.automata.pda_tables import call_edges, rule_byte_table
-from leapgen.automata.trim_kernel import useful_states
+from leapgen.automata.pda_tables import rule_byte_table
+from leapgen.automata.trim_kernel import csr_edges, useful_states
 from leapgen.errors import AmbiguityLimitError, GrammarError
 from leapgen.grammar import ir
 
@@ -168,10 +168,12 @@ class Pda:
         self.accepting = tuple(tuple(d.accepting.tolist()) for d in self.dfas)
         calls: list[tuple[tuple[tuple[int, int], ...], ...]] = []
         no_calls: tuple = ()
+        call_columns = np.arange(256, 256 + n_rules)
         for d in self.dfas:
             per_state: list = [no_calls] * d.n_states
-            qs, callees, rets = (x.tolist() for x in call_edges(d.trans, n_rules))
-            for q, callee, ret in zip(qs, callees, rets):
+            row_start, rets, symbols = csr_edges(d.trans, call_columns)
+            qs = np.repeat(np.arange(d.n_states), np.diff(row_start))
+            for q, callee, ret in zip(qs.tolist(), (symbols - 256).tolist(), rets.tolist()):
                 per_state[q] += ((callee, ret),)
             calls.append(tuple(per_state))
         self.calls = tuple(calls)

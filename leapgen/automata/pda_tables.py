@@ -1,12 +1,12 @@
-"""Kernels that lay a pushdown automaton's rule DFAs out over global state ids.
+"""The kernel that lays a pushdown automaton's rule DFAs out over global state ids.
 
 A context-free grammar's :class:`~leapgen.automata.pda.Pda` puts every rule's
-byte transitions in one flat table and lists each state's call edges. With
-tens of thousands of states and hundreds of call columns, numpy's
-whole-table passes (a comparison, an offset, a ``where``, a copy per rule and
-a ``nonzero`` over the call columns) made half of such a grammar's compile
-time; these kernels read each table once. Compiled with numba when installed
-(pure Python otherwise: same result, slower).
+byte transitions in one flat table (its call edges are read by
+:func:`~leapgen.automata.trim_kernel.csr_edges`). With tens of thousands of
+states, numpy's whole-table passes (a comparison, an offset, a ``where`` and a
+copy per rule, a ``nonzero`` over the call columns) were a third of such a
+grammar's compile; the kernels read each table once. Compiled with numba when
+installed (pure Python otherwise: same result, slower).
 """
 
 from __future__ import annotations
@@ -43,40 +43,3 @@ def rule_byte_table(trans, base, out, has_bytes):
             else:
                 out[q * 256 + b] = -1
         has_bytes[q] = any_byte
-
-
-@njit
-def call_edges(trans, n_rules):
-    """The call edges of one rule's DFA, by state then callee.
-
-    Parameters
-    ----------
-    trans : numpy.ndarray
-        int32, ``(n, 256 + n_rules)``: column ``256 + c`` calls rule ``c``.
-    n_rules : int
-
-    Returns
-    -------
-    state, callee, ret : numpy.ndarray
-        int64, ``(m,)``: state ``state[i]`` calls ``callee[i]`` and goes on in
-        ``ret[i]`` when it returns.
-    """
-    n = trans.shape[0]
-    m = 0
-    for q in range(n):
-        for c in range(n_rules):
-            if trans[q, 256 + c] >= 0:
-                m += 1
-    state = np.empty(m, np.int64)
-    callee = np.empty(m, np.int64)
-    ret = np.empty(m, np.int64)
-    i = 0
-    for q in range(n):
-        for c in range(n_rules):
-            t = trans[q, 256 + c]
-            if t >= 0:
-                state[i] = q
-                callee[i] = c
-                ret[i] = t
-                i += 1
-    return state, callee, ret

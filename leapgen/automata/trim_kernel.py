@@ -32,6 +32,15 @@ def useful_states(trans, start, accepting, columns):
         bool, ``(n,)``: reachable from ``start`` and able to reach an
         accepting state.
     """
+    row_start, dst, _ = csr_edges(trans, columns)
+    return useful_csr(row_start, dst, start, accepting)
+
+
+@njit
+def csr_edges(trans, columns):
+    """The transitions of ``trans`` (int32 ``(n, width)``, -1 dead) on ``columns`` (int64), by
+    tail: the successors of ``q`` are ``dst[row_start[q]:row_start[q + 1]]``, on the symbols
+    ``label`` at the same places. Returns ``(row_start, dst, label)``, int64; mutates nothing."""
     n = trans.shape[0]
     row_start = np.zeros(n + 1, np.int64)
     for q in range(n):
@@ -41,14 +50,16 @@ def useful_states(trans, start, accepting, columns):
                 c += 1
         row_start[q + 1] = row_start[q] + c
     dst = np.empty(row_start[n], np.int64)
+    label = np.empty(row_start[n], np.int64)
     e = 0
     for q in range(n):
         for b in columns:
             t = trans[q, b]
             if t >= 0:
                 dst[e] = t
+                label[e] = b
                 e += 1
-    return useful_csr(row_start, dst, start, accepting)
+    return row_start, dst, label
 
 
 @njit

@@ -65,16 +65,13 @@ def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:
     return out
 
 
-_LEAVES = frozenset({ir.Bytes, ir.ByteSet, ir.CharSet})
-
-
 def _rebuild(on_ref):
     """A memoized function: IR with every rule reference replaced by ``on_ref(ref, rebuild)``
     (``rebuild`` is the function itself, to rebuild what it returns)."""
     memo: dict[ir.Node, ir.Node] = {}
 
     def rebuild(node: ir.Node) -> ir.Node:
-        if type(node) in _LEAVES or not ir.ref_names(node):  # nothing to replace below (a leaf: before the memo)
+        if not ir.ref_names(node):  # nothing to replace below (leaves included)
             return node
         got = memo.get(node)
         if got is not None:

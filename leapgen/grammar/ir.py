@@ -495,7 +495,7 @@ def _analyse(node: Node) -> None:
             for k in kids:
                 if k._r:
                     refs = refs | k._r if refs else k._r
-            size = _size_of_children(n, [k._s for k in kids])
+            size = size_from_children(n, [k._s for k in kids])
         else:
             refs = frozenset((n.name,)) if type(n) is RuleRef else NO_REFS
             size = _leaf_size(n)
@@ -522,7 +522,10 @@ def _leaf_size(node: Node) -> int:
     return 1 if kind in (RuleRef, Seq, Alt, Intersect) else 2  # an empty Seq or Alt: 1 + nothing
 
 
-def _size_of_children(node: Node, sizes: list) -> int:
+def size_from_children(node: Node, sizes: list) -> int:
+    """:func:`tree_size` of a node with children, from ``sizes``, the children's sizes in
+    :func:`children`'s order (the sizes a caller counts its own way, as with rule references
+    costing their bodies). Pure."""
     kind = type(node)
     if kind is Repeat:
         out = 1 + sizes[0] * max(node.hi if node.hi is not None else node.lo + 1, 1)

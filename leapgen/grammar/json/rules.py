@@ -28,40 +28,19 @@ TARGET_SIZE = 40_000
 """Expanded IR nodes (about NFA states) above which rules are kept."""
 DUPLICATION_BUDGETS = (20_000, 5_000, 1_500, 400)
 """Successive thresholds on ``size * (uses - 1)`` (nodes copied by inlining)."""
-CAP = ir.SIZE_CAP
 
 
 def _size(node: Node, ref_size: dict, memo: dict) -> int:
     """Tree-expanded size of ``node`` (as :func:`leapgen.grammar.ir.tree_size`), a rule
     reference costing ``ref_size[name]``."""
-    kind = type(node)
-    if kind is ir.Bytes:  # leaves first, without the memo (a first hash costs more than their size)
-        return max(len(node.data), 1)
-    if kind is ir.ByteSet or kind is ir.CharSet:
-        return 2
-    if kind is ir.RuleRef:
+    if type(node) is ir.RuleRef:
         return ref_size.get(node.name, 1)
-    if not ir.ref_names(node):  # no reference below: the size cached on the node
+    if not ir.ref_names(node):  # no reference below (leaves included): the size cached on the node
         return ir.tree_size(node)
     hit = memo.get(node)
     if hit is not None:
         return hit
-    if isinstance(node, (ir.Seq, ir.Alt, ir.Intersect)):
-        out = 1 + sum(_size(i, ref_size, memo) for i in node.items)
-    elif isinstance(node, ir.Repeat):
-        copies = node.hi if node.hi is not None else node.lo + 1
-        out = 1 + _size(node.item, ref_size, memo) * max(copies, 1)
-    elif isinstance(node, ir.Subsets):
-        out = (1 + sum(_size(i, ref_size, memo) for i in node.items)
-               + _size(node.sep, ref_size, memo) * (len(node.items) - 1))
-    elif isinstance(node, ir.Join):
-        out = 1 + _size(node.item, ref_size, memo) + _size(node.sep, ref_size, memo)
-    elif isinstance(node, ir.Diff):
-        out = 1 + _size(node.left, ref_size, memo) + _size(node.right, ref_size, memo)
-    else:
-        out = 2
-    out = min(out, CAP)
-    memo[node] = out
+    out = memo[node] = ir.size_from_children(node, [_size(k, ref_size, memo) for k in ir.children(node)])
     return out
 
 
