@@ -62,7 +62,8 @@ def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end
     transition is set in ``words_certain``; one whose walk dies after it
     could have left the rule (not at ``start`` itself: leaving there is the
     other expanded frames' business) is set in ``words_uncertain``, with
-    every token of the trie subtree where it died. Mutates both bitsets.
+    every token of the trie subtree where it died. Mutates both bitsets;
+    returns whether it set a bit in ``words_uncertain`` (bool).
     The trie's linear layout is scanned as in
     :func:`~leapgen.compiler.trie_kernels.trie_walk`.
     """
@@ -70,6 +71,7 @@ def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end
     state_at = np.empty(WALK_DEPTH, np.int32)
     left_at = np.zeros(WALK_DEPTH, np.bool_)  # the prefix could have left the rule
     state_at[0] = start
+    any_uncertain = False
     v = 1
     while v < n:
         d = node_depth[v]
@@ -81,6 +83,7 @@ def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end
         if nxt < 0:
             if left:
                 _set_bits(words_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
+                any_uncertain |= node_tok_start[v] < sub_tok_end[v]
             v = node_end[v]
             continue
         state_at, left_at = _deeper(state_at, d), _deeper(left_at, d)
@@ -88,6 +91,7 @@ def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end
         left_at[d] = left
         _set_bits(words_certain, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
         v += 1
+    return any_uncertain
 
 
 #: ``_BIT_OF_MOD37[(1 << b) % 37] == b`` for b < 32 (the powers of two are distinct modulo 37).
@@ -440,8 +444,10 @@ def frame_walk_via(trans_flat, start, leave_row, leave_bytes, loop_state, loop_c
     """:func:`frame_walk` that jumps where it reaches ``loop_state`` (a LOOP state of a token
     slice, with no leave row) after bytes all in ``in_class`` without having been able to leave
     the rule: the subtree's tokens are then sorted as from ``loop_state`` itself, whose sort is
-    ``loop_certain`` / ``loop_uncertain`` (see :func:`~leapgen.compiler.trie_kernels.trie_walk_via`)."""
+    ``loop_certain`` / ``loop_uncertain`` (see :func:`~leapgen.compiler.trie_kernels.trie_walk_via`).
+    Returns False where it surely set no bit in ``words_uncertain`` (bool)."""
     n = node_byte.shape[0]
+    any_uncertain = False
     state_at = np.empty(WALK_DEPTH, np.int32)
     left_at = np.zeros(WALK_DEPTH, np.bool_)
     pure_at = np.zeros(WALK_DEPTH, np.bool_)
@@ -458,12 +464,14 @@ def frame_walk_via(trans_flat, start, leave_row, leave_bytes, loop_state, loop_c
         if nxt < 0:
             if left:
                 _set_bits(words_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
+                any_uncertain |= node_tok_start[v] < sub_tok_end[v]
             v = node_end[v]
             continue
         pure = pure_at[d - 1] and in_class[b] and not left
         if pure and nxt == loop_state:
             _or_subtree(words_certain, loop_certain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
             _or_subtree(words_uncertain, loop_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
+            any_uncertain |= node_tok_start[v] < sub_tok_end[v]
             v = node_end[v]
             continue
         state_at, left_at, pure_at = _deeper(state_at, d), _deeper(left_at, d), _deeper(pure_at, d)
@@ -472,3 +480,4 @@ def frame_walk_via(trans_flat, start, leave_row, leave_bytes, loop_state, loop_c
         pure_at[d] = pure
         _set_bits(words_certain, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
         v += 1
+    return any_uncertain

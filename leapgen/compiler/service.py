@@ -2,8 +2,8 @@
 
 - An LRU of compiled grammars bounded in entries and in bytes
   (``CompiledGrammar.memory_size_bytes()``, which grows as mask rows are
-  cached; the bound is enforced whenever a grammar is added and whenever a
-  cached grammar grows, through its ``on_grow`` hook). An evicted grammar
+  cached; the bound is enforced whenever a grammar is added and, with a byte
+  bound, whenever a cached grammar grows, through its ``on_grow`` hook). An evicted grammar
   lives on while a matcher uses it, but no longer counts.
 - Single flight: concurrent requests for the same new grammar wait for one
   compile.
@@ -155,7 +155,8 @@ class CompileCache:
             self._sizes[key] = size = compiled.memory_size_bytes()
             self._key_of[id(compiled)] = key
             self._total += size
-            compiled.on_grow = self._grew
+            if self.max_bytes is not None:  # growth counted only where it may evict (a call per new mask row)
+                compiled.on_grow = self._grew
             while len(self._entries) > self.max_entries:
                 self._drop(next(iter(self._entries)))
             self._evict_bytes()
@@ -196,10 +197,12 @@ class CompileCache:
         return hits + sum(c.mask_cache_hits for c in entries), misses + sum(c.mask_cache_misses for c in entries)
 
     def memory_size_bytes(self) -> int:
-        """Summed ``memory_size_bytes()`` of the cached grammars (as last counted: at insertion and
-        at each growth)."""
+        """Summed ``memory_size_bytes()`` of the cached grammars: as last counted (at insertion and at
+        each growth) with ``max_bytes``, else counted now (O(entries))."""
         with self._lock:
-            return self._total
+            if self.max_bytes is not None:
+                return self._total
+            return sum(c.memory_size_bytes() for c in self._entries.values())
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -132,14 +132,14 @@ class TokenIndex:
         self._free_text: dict[frozenset, SliceSet] = {}
         self._json_content_slices: list[TokenSlice] | None = None  # see _json_slices
         self.token_slices: list[TokenSlice] = []
+        self._no_words = self.empty_words()  # the empty bitset, shared (read-only)
+        self._no_words.flags.writeable = False
         if self.use_trie:
             if not self._load(cache_dir, tokenizer_info, use_slices):
                 self._build(tokenizer_info, *tokenizer_info.token_byte_matrix(), use_slices)
                 if cache_dir is not None:
                     self._save(cache_dir, tokenizer_info, use_slices)
             self.default_slices = slice_set(self.token_slices)
-            self._no_words = self.empty_words()
-            self._no_words.flags.writeable = False
             self._warm_up()
         else:
             self.default_slices = slice_set([])
@@ -299,6 +299,8 @@ class TokenIndex:
     def any_bits(self, words: np.ndarray) -> bool:
         """Whether uint32 bitset ``words`` has a bit set (a kernel where numba is: ``ndarray.any``
         costs ~4 µs on a 128k-token bitset)."""
+        if words is self._no_words:
+            return False
         return bool(pda_kernels.bitset_any(words)) if self.use_trie else bool(words.any())
 
     def token_sets(self, trans_flat: np.ndarray, state: int, state_class: np.ndarray,
@@ -461,7 +463,7 @@ class TokenIndex:
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
         i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
-        jumped = 0
+        jumped, maybe_uncertain = 0, False
         if i >= 0:
             if k == LOOP and leave_row[state] >= 0:
                 k = UNBOUNDED  # the remainder trie walks from after the prefix, where other paths may be open
@@ -485,19 +487,21 @@ class TokenIndex:
                 if leaves >= 0:
                     if leaves:
                         uncertain |= slices.slices[i].every & ~words
+                        maybe_uncertain = True
                     trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         elif loops is not None and sort_of is not None:
             target = self._loop_target(trans_flat, state, live, memo, slices, loops, leave_row)
             if target >= 0:
                 loop_certain, loop_uncertain, jumped = sort_of(target)[:3]  # certain here too, as deep
-                pda_kernels.frame_walk_via(trans_flat, state, leave_row, leave_bytes, target, loop_certain,
-                                           loop_uncertain, loops.slice_of[target], *trie, ids,
-                                           certain, uncertain)
+                maybe_uncertain = pda_kernels.frame_walk_via(
+                    trans_flat, state, leave_row, leave_bytes, target, loop_certain, loop_uncertain,
+                    loops.slice_of[target], *trie, ids, certain, uncertain)
                 i = -2
         if i != -2:
-            pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes, *trie, ids, certain, uncertain)
-        if not self.any_bits(uncertain):
-            return certain, uncertain, jumped
+            maybe_uncertain |= pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes, *trie, ids,
+                                                      certain, uncertain)
+        if not (maybe_uncertain and self.any_bits(uncertain)):
+            return certain, self._no_words, jumped  # most frames: one shared empty bitset, not 16 KB each
         # refine: follow calls through the callees, with the stack below the frame unknown
         pos = self.candidate_positions(uncertain)
         stacks = (np.full((1, 1), state, np.int32), _ONE_FRAME, _CUT, _ONE_FRAME)

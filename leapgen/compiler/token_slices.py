@@ -559,8 +559,13 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
     """
     if memo[0, state] >= 0:
         return memo[0, state] >> 2, UNBOUNDED, memo[0, state] & 3
-    zero, zero_target = -1, 0
     n = starts.shape[0]
+    lone = _lone_byte(trans_flat, state)
+    if lone >= 0 and not _some_class_led_by(lone, starts, edge_start, edge_end, edge_byte):
+        # one live byte (forced text): a class with another lead byte has a character dead here, so
+        # no slice applies with a limit above 0, and the callers walk the whole trie for these few tokens
+        return -1, -1, 0
+    zero, zero_target = -1, 0
     side = memo[1 + n:].reshape(-1) if memo.shape[0] > 1 + n else memo[0][:0]
     for i in range(n):
         k, target, seen, n_seen = slice_limit(trans_flat, state, state_class, starts[i], edge_start, edge_end,
@@ -574,6 +579,34 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
                     memo[0, seen[j]] = 4 * i + target
             return i, k, target
     return zero, (0 if zero >= 0 else -1), zero_target
+
+
+@njit_inline
+def _lone_byte(trans_flat, state):
+    """The one byte with a transition from ``state`` (flat int32 table), -1 for none or several."""
+    base = state * 256
+    lone = -1
+    for b in range(256):
+        if trans_flat[base + b] >= 0:
+            if lone >= 0:
+                return -1
+            lone = b
+    return lone
+
+
+@njit_inline
+def _some_class_led_by(b, starts, edge_start, edge_end, edge_byte):
+    """Whether some packed slice's characters all start with byte ``b``."""
+    for i in range(starts.shape[0]):
+        p = starts[i]
+        only = edge_start[p] < edge_end[p]
+        for e in range(edge_start[p], edge_end[p]):
+            if edge_byte[e] != b:
+                only = False
+                break
+        if only:
+            return True
+    return False
 
 
 #: Rows of a memo's ``side`` (:func:`new_memo`): room for the steps of a character to several states
