@@ -546,7 +546,9 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
     """The first of the packed slices (:func:`pack_char_dfas`) that applies
     from ``state``: ``(index, k, target)`` as :meth:`TokenSlice.limit`, index
     -1 when none does. One call for all the slices (numba's dispatch costs
-    more than a failed check).
+    more than a failed check). From a state with one live byte, index -1 at
+    once unless some slice's characters all start with that byte (a limit of
+    0 would only drop tokens dead at their first byte).
 
     ``memo`` (int32 ``(1 + n_slices, n_states)`` or ``(1 + 2 * n_slices,
     n_states)`` from :func:`new_memo`, kept per DFA and state classes) is
