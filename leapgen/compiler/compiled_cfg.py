@@ -320,8 +320,10 @@ class ContextFreeGrammar(CompiledGrammar):
         depth = pda.stacks.depth
         deepest = max(depth[s] for s in state)
         reads = tuple(self._walk_reads.get(tops, ()))  # a copy: a batch fill's pool thread may add to it
+        chains, chained = None, 0  # the stacks' chains of their top `chained` frames (they key any fewer too)
         if reads:
-            chains = _stack_chains(pda, state, max(reads), self._classes)
+            chained = max(reads)
+            chains = _stack_chains(pda, state, chained, self._classes)
             for read in reads:
                 got = self._walks.get((tops, _stack_key(chains, read)))
                 if got is not None and deepest + got[1] <= pda.max_stack_depth:
@@ -331,8 +333,9 @@ class ContextFreeGrammar(CompiledGrammar):
         sure = self._accepted_past_returns(state)
         for candidates, walk in checks:
             if sure is not None:  # accepted, read from the stacks' top two frames: walk the others only
-                row |= candidates & sure
-                candidates, walk, read = candidates & ~sure, None, 2
+                accepted = candidates & sure
+                row |= accepted
+                candidates, walk, read = np.bitwise_xor(candidates, accepted, out=accepted), None, 2
                 if not self.token_index.any_bits(candidates):
                     continue
             walked, p, r = self.token_index.pushdown_walk(self._automaton, stacks, pda.max_stack_depth, candidates,
@@ -350,7 +353,9 @@ class ContextFreeGrammar(CompiledGrammar):
         self._walk_reads.setdefault(tops, set()).add(read)
         kept = row.copy()
         kept.flags.writeable = False
-        self._walks[tops, _stack_key(_stack_chains(pda, state, read, self._classes), read)] = (kept, pushed)
+        if chains is None or read > chained:
+            chains = _stack_chains(pda, state, read, self._classes)
+        self._walks[tops, _stack_key(chains, read)] = (kept, pushed)
         return row
 
 
