@@ -570,6 +570,8 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
     zero, zero_target = -1, 0
     side = memo[1 + n:].reshape(-1) if memo.shape[0] > 1 + n else memo[0][:0]
     for i in range(n):
+        if _mixed_first_bytes(trans_flat, state, starts[i], edge_start, edge_end, edge_byte, edge_next, complete):
+            continue  # what slice_limit finds first, without its workspace
         k, target, seen, n_seen = slice_limit(trans_flat, state, state_class, starts[i], edge_start, edge_end,
                                               edge_byte, edge_next, complete, memo[1 + i], side)
         if k == 0:
@@ -594,6 +596,22 @@ def _lone_byte(trans_flat, state):
                 return -1
             lone = b
     return lone
+
+
+@njit_inline
+def _mixed_first_bytes(trans_flat, state, p0, edge_start, edge_end, edge_byte, edge_next, complete):
+    """Whether, from ``state``, some one-byte character of the slice whose one-character DFA
+    starts at ``p0`` lives and some first byte of its characters dies: the slice does not apply."""
+    base = state * 256
+    dead, done = False, False
+    for e in range(edge_start[p0], edge_end[p0]):
+        if trans_flat[base + edge_byte[e]] < 0:
+            dead = True
+        elif complete[edge_next[e]]:
+            done = True
+        if dead and done:
+            return True
+    return False
 
 
 @njit_inline
