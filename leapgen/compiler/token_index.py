@@ -448,10 +448,12 @@ class TokenIndex:
         Returns
         -------
         certain, uncertain : numpy.ndarray
-            Fresh uint32 bitsets, ``(ceil(vocab_size / 32),)``: tokens the
+            uint32 bitsets, ``(ceil(vocab_size / 32),)``: tokens the
             frame's rule (with its callees) consumes whole, valid whatever
             the stack below; and tokens that may go on only after the rule
-            returned, to be checked against the real stacks.
+            returned, to be checked against the real stacks. Fresh, but for
+            an ``uncertain`` found empty by the walk: the index's one shared
+            empty bitset (read-only).
         pushed : int
             The most frames a certain token may push above the frame.
         """
