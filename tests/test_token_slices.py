@@ -171,3 +171,27 @@ def test_kept_character_steps_give_the_limits_of_a_fresh_memo(grammar_compiler, 
         want = token_slices.first_slice(g.trans_flat, s, live, index.new_slice_memo(g.n_states), *dfas)
         assert got == want, s
     assert kept[1 + n, 0] > 1 and (kept[1:1 + n] <= -5).any()  # steps kept and read back
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama3"])
+def test_first_slice_shortcuts_drop_no_slice_that_applies(grammar_compiler, family):
+    """first_slice skips a slice without walking it where one of its one-byte characters lives and
+    a first byte dies, and answers -1 at once from a state with one live byte: the slice found is
+    still the first whose limit is above 0 (each slice's own walk, :meth:`TokenSlice.limit`), and
+    only a limit of 0 (tokens dead at their first byte) may be dropped."""
+    compiler = grammar_compiler(family)
+    index = compiler.token_index
+    lone_states = 0
+    for g in grammars(compiler):
+        live = np.ones(g.n_states, np.int8)
+        for s in range(g.n_states):
+            limits = [sl.limit(g.trans_flat, s, live)[0] for sl in index.token_slices]
+            memo = index.new_slice_memo(g.n_states)  # fresh: no state's answer marked by another's walk
+            i, k, _ = token_slices.first_slice(g.trans_flat, s, live, memo, *index.default_slices.char_dfas)
+            applies = [n for n, lim in enumerate(limits) if lim > 0]
+            if applies:
+                assert (i, k) == (applies[0], limits[applies[0]]), (g, s, limits)
+            else:
+                assert i < 0 or (k == 0 and limits[i] == 0), (g, s, limits, i, k)
+            lone_states += int((g.trans_flat[s * 256:(s + 1) * 256] >= 0).sum() == 1)
+    assert lone_states > 20  # the one-live-byte shortcut was met
