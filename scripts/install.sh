@@ -9,6 +9,7 @@
 # choose the requirement (default 'torch>=2.1') and PIP_INDEX_URL / PIP_EXTRA_INDEX_URL for a CPU-only index.
 # Each step says what it installs; pip's "Downloading ..." lines say what comes from the network.
 set -euo pipefail
+exec 1>&2  # progress on stderr: `install.sh && leapgen generate ... > out.json` keeps stdout the output's
 cd "$(dirname "$0")/.."
 VENV="${LEAPGEN_VENV:-.venv}"
 PY="${PYTHON:-python3}"
