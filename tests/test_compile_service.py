@@ -199,6 +199,17 @@ def _fill_rows(compiled, states) -> None:
         compiled.bitmask_row(state)
 
 
+def test_an_unbounded_cache_counts_rows_filled_after_insertion_when_asked(info):
+    """Without ``cache_bytes`` no grammar reports its growth (no call per new mask row), and the
+    cache's size is summed when asked, so it still covers the rows filled since insertion."""
+    compiler = GrammarCompiler(info)
+    compiled = compiler.compile_regex("[a-c]{0,60}")
+    assert compiled.on_grow is None
+    before = compiler.cache.memory_size_bytes()
+    _fill_rows(compiled, range(compiled.n_states))
+    assert compiler.cache.memory_size_bytes() == compiled.memory_size_bytes() > before
+
+
 def test_the_byte_bound_counts_rows_filled_after_insertion(info):
     probe = GrammarCompiler(info)
     old, new = probe.compile_regex("[a-c]{0,60}"), probe.compile_regex("[12]{0,60}")
