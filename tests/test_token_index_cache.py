@@ -17,6 +17,7 @@ def _same_index(a: TokenIndex, b: TokenIndex) -> None:
     assert [s.name for s in a.token_slices] == [s.name for s in b.token_slices]
     for s, t in zip(a.token_slices, b.token_slices):
         assert s.count == t.count and np.array_equal(s.upto, t.upto) and np.array_equal(s.every, t.every)
+        assert (s.rest_trie is s.outside_trie) == (t.rest_trie is t.outside_trie)  # a small slice's, kept once
         for x, y in ((s.outside_trie, t.outside_trie), (s.rest_trie, t.rest_trie), (s.loop_trie, t.loop_trie)):
             assert (x is None) == (y is None)
             assert x is None or all(np.array_equal(p, q) for p, q in zip(x, y))

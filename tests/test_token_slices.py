@@ -30,7 +30,8 @@ SCHEMA = {"type": "object",
                          "w": {"type": "string", "pattern": "^.*@.*$"}},
           "required": ["s", "t", "u", "v", "w"]}
 REGEXES = [r"[^\n]{0,50}", r'"[^"\\]{3,6}"|x', r"(日|a){0,3}\n", r"[A-Za-z_][A-Za-z0-9_]{0,15}",
-           r"[a-z0-9.-]+\.(com|org)", r"[a-z0-9]{0,40}"]
+           r"[a-z0-9.-]+\.(com|org)", r"[a-z0-9]{0,40}",
+           r"[A-Za-z0-9]{0,80}"]  # limit MORE of a small slice with a token of more characters (llama3 has one)
 
 
 def slice_named(index: TokenIndex, name: str):

@@ -87,12 +87,14 @@ def save_index(cache_dir: str | os.PathLike, fingerprint: str, vocab_size: int, 
     for n, sl in enumerate(slices or ()):
         arrays[f"s{n}_upto"] = np.concatenate((sl.upto, sl.every[None]))
         arrays.update({f"s{n}_dfa{k}": a for k, a in enumerate(sl.char_dfa)})
-        for label, sub in (("out", sl.outside_trie), ("rest", sl.rest_trie), ("loop", sl.loop_trie)):
+        shared_rest = sl.rest_trie is sl.outside_trie  # a small slice's: kept once
+        for label, sub in (("out", sl.outside_trie), ("rest", None if shared_rest else sl.rest_trie),
+                           ("loop", sl.loop_trie)):
             if sub is not None:
                 arrays.update({f"s{n}_{label}{k}": a for k, a in enumerate(sub)})
         if sl.loop_ids is not None:
             arrays[f"s{n}_loop_ids"] = sl.loop_ids
-        kept.append({"name": sl.name, "count": sl.count, "rest": sl.rest_trie is not None,
+        kept.append({"name": sl.name, "count": sl.count, "rest": "out" if shared_rest else "own",
                      "loop": sl.loop_trie is not None})
     meta = {"vocab_size": vocab_size, "slices": kept if slices is not None else None}
     save(path_for(cache_dir, fingerprint), meta, arrays)
@@ -115,9 +117,10 @@ def load_index(cache_dir: str | os.PathLike, fingerprint: str, vocab_size: int,
         for n, m in enumerate(meta["slices"] or ()):
             upto = a[f"s{n}_upto"]
             upto.setflags(write=False)  # as built: read-only bitsets (one numba signature)
+            outside = trie(f"s{n}_out")
             slices.append(TokenSlice(m["name"], upto[:-1], upto[-1], m["count"],
-                                     tuple(a[f"s{n}_dfa{k}"] for k in range(5)), trie(f"s{n}_out"),
-                                     trie(f"s{n}_rest") if m["rest"] else None,
+                                     tuple(a[f"s{n}_dfa{k}"] for k in range(5)), outside,
+                                     outside if m["rest"] == "out" else trie(f"s{n}_rest"),
                                      trie(f"s{n}_loop") if m["loop"] else None,
                                      a[f"s{n}_loop_ids"] if m["loop"] else None))
         main_trie = trie("trie")

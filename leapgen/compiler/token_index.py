@@ -225,6 +225,9 @@ class TokenIndex:
         row = self.empty_words()
         pda_kernels.frame_walk_via(loop, 0, automaton[-2], automaton[-1], 0, row, row, _ASCII, *self._trie,
                                    self._row_ids, row, row)
+        if self.default_slices.slices:  # a bounded slice from a frame that may leave its rule
+            starts, *char_dfa = self.default_slices.char_dfas
+            slice_leaves(loop, automaton[-2], 0, 1, self.new_slice_memo(1)[1], starts[0], *char_dfa)
         self._pushdown_warm = True
 
     def token_rank(self) -> np.ndarray:
@@ -348,8 +351,7 @@ class TokenIndex:
                 words, sliced, sliced_ids = slices.slices[i].split(k)
                 if words is not None:
                     (a if target == 1 else b)[:] = words
-                if sliced is not None:
-                    trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
+                trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
             trie_kernels.trie_walk(trans_flat, state, state_class, *trie, ids, a, b)
             return a, b
         ids, ends = self._column_walk(trans_flat, state)
@@ -392,8 +394,7 @@ class TokenIndex:
             if k == LOOP and loops is not None:
                 loops.slice_of[state] = slices.class_bytes[i]
             init, sliced, sliced_ids = slices.slices[i].split(k)
-            if sliced is not None:
-                trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
+            trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         return trie_kernels.row_walk(trans_flat, state, live, self._no_words if init is None else init,
                                      init is not None, *trie, ids)
 
@@ -478,9 +479,9 @@ class TokenIndex:
             # rule's own DFA; here a token dying there is dead only if the frame could not leave the rule
             # (call or return) on the way, else uncertain (``s ::= [a-z] s``: one character, then a call).
             # So they are walked too: the whole trie, not the trie of the tokens outside the slice.
-            if sliced is not None and not 0 < k <= MAX_SLICE_CHARS:
+            if not 0 < k <= MAX_SLICE_CHARS:
                 trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
-            elif sliced is not None:
+            else:
                 # the slice's tokens of more than k characters die in the rule: uncertain where the frame may
                 # leave it on their way (a superset the refine below and the check on the real stacks sort;
                 # a block of a long string returns at its end), else dead; only the tokens outside are walked

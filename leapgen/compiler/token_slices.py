@@ -108,12 +108,12 @@ class TokenSlice:
         state 0 is the start, complete states have no edges.
     outside_trie : tuple of numpy.ndarray
         :func:`~leapgen.compiler.trie_kernels.build_trie` over the tokens
-        outside the slice.
-    rest_trie : tuple of numpy.ndarray or None
-        The same over the tokens outside ``upto[MAX_SLICE_CHARS]``; None
-        for a small slice (under 3/4 of the vocabulary: its other tries
-        would be near-complete copies), where limit ``MORE`` walks the whole
-        vocabulary.
+        outside the slice; for a small slice (under 3/4 of the vocabulary)
+        over those outside ``upto[MAX_SLICE_CHARS]``.
+    rest_trie : tuple of numpy.ndarray
+        The same over the tokens outside ``upto[MAX_SLICE_CHARS]``: for a
+        small slice ``outside_trie`` itself (its other tries would be
+        near-complete copies).
     loop_trie : tuple of numpy.ndarray or None
         The trie of the remainders of the tokens outside the slice, for
         limit ``LOOP``; None for a small slice.
@@ -127,7 +127,7 @@ class TokenSlice:
     count: int
     char_dfa: tuple
     outside_trie: tuple
-    rest_trie: tuple | None
+    rest_trie: tuple
     loop_trie: tuple | None
     loop_ids: np.ndarray | None
 
@@ -149,16 +149,13 @@ class TokenSlice:
 
     def split(self, k: int) -> tuple[np.ndarray | None, tuple, np.ndarray | None]:
         """For limit ``k >= 0``: the slice's allowed tokens (a read-only
-        bitset, None for none), the trie left to walk (None: the whole
-        vocabulary's), and the token id of each of its rows (None: the
-        vocabulary's rows)."""
+        bitset, None for none), the trie left to walk, and the token id of
+        each of its rows (None: the vocabulary's rows)."""
         if k == LOOP and self.loop_trie is not None:
             return self.every, self.loop_trie, self.loop_ids
         if k >= UNBOUNDED:
             return self.every, self.outside_trie, None
         if k == MORE:
-            if self.rest_trie is None:
-                return None, None, None
             return self.upto[MAX_SLICE_CHARS], self.rest_trie, None
         return (self.upto[k] if k else None), self.outside_trie, None
 
@@ -219,10 +216,14 @@ def build_slice(byte_matrix: np.ndarray, lengths: np.ndarray, lex_order: np.ndar
         np.bitwise_or.at(upto[k], ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
     np.bitwise_or.accumulate(upto, axis=0, out=upto)
     upto.setflags(write=False)
-    outside = trie_kernels.build_trie(byte_matrix, lengths, lex_order[~inside[lex_order]])
-    if count * 4 < len(lengths) * 3:  # a small slice: the other tries would be near-complete copies
-        return TokenSlice(name, upto[:-1], upto[-1], count, edges, outside, None, None, None)
     longer = chars > MAX_SLICE_CHARS
+    if count * 4 < len(lengths) * 3:
+        # a small slice: its other tries would be near-complete copies of this one, which takes the slice's
+        # few tokens of more than MAX_SLICE_CHARS characters too (walked exactly, as every token walked is),
+        # so that it serves limit MORE as well
+        outside = trie_kernels.build_trie(byte_matrix, lengths, lex_order[(~inside | longer)[lex_order]])
+        return TokenSlice(name, upto[:-1], upto[-1], count, edges, outside, outside, None, None)
+    outside = trie_kernels.build_trie(byte_matrix, lengths, lex_order[~inside[lex_order]])
     rest = trie_kernels.build_trie(byte_matrix, lengths, lex_order[(~inside | longer)[lex_order]])
     loop_trie, loop_ids = _remainder_trie(byte_matrix, lengths, row_ids, np.flatnonzero(~inside), size)
     return TokenSlice(name, upto[:-1], upto[-1], count, edges, outside, rest, loop_trie, loop_ids)
@@ -328,6 +329,7 @@ def slice_leaves(trans_flat, leave_row, q, k, step, p0, edge_start, edge_end, ed
     for j in range(k + 1):
         pair_s[0], pair_p[0] = q, p0
         n_pairs, head = 1, 0
+        last_s, last_p = -1, -1  # consecutive bytes mostly lead to the same pair: skip the scans
         while head < n_pairs:
             s, p = pair_s[head], pair_p[head]
             head += 1
@@ -338,8 +340,9 @@ def slice_leaves(trans_flat, leave_row, q, k, step, p0, edge_start, edge_end, ed
                 if leave_row[ns] >= 0:
                     return 1
                 np_ = edge_next[e]
-                if complete[np_]:
+                if complete[np_] or (ns == last_s and np_ == last_p):
                     continue
+                last_s, last_p = ns, np_
                 if not _has_pair(pair_s, pair_p, n_pairs, ns, np_):
                     pair_s = _append(pair_s, n_pairs, ns)
                     pair_p = _append(pair_p, n_pairs, np_)
