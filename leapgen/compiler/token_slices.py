@@ -216,15 +216,13 @@ def build_slice(byte_matrix: np.ndarray, lengths: np.ndarray, lex_order: np.ndar
         np.bitwise_or.at(upto[k], ids >> 5, np.uint32(1) << (ids & 31).astype(np.uint32))
     np.bitwise_or.accumulate(upto, axis=0, out=upto)
     upto.setflags(write=False)
-    longer = chars > MAX_SLICE_CHARS
+    rest = trie_kernels.build_trie(byte_matrix, lengths, lex_order[(~inside | (chars > MAX_SLICE_CHARS))[lex_order]])
     if count * 4 < len(lengths) * 3:
-        # a small slice: its other tries would be near-complete copies of this one, which takes the slice's
-        # few tokens of more than MAX_SLICE_CHARS characters too (walked exactly, as every token walked is),
-        # so that it serves limit MORE as well
-        outside = trie_kernels.build_trie(byte_matrix, lengths, lex_order[(~inside | longer)[lex_order]])
-        return TokenSlice(name, upto[:-1], upto[-1], count, edges, outside, outside, None, None)
+        # a small slice: its other tries would be near-complete copies of this one, which serves as the
+        # outside trie too (the slice's few tokens of more than MAX_SLICE_CHARS characters in it are
+        # walked exactly, as every token walked is)
+        return TokenSlice(name, upto[:-1], upto[-1], count, edges, rest, rest, None, None)
     outside = trie_kernels.build_trie(byte_matrix, lengths, lex_order[~inside[lex_order]])
-    rest = trie_kernels.build_trie(byte_matrix, lengths, lex_order[(~inside | longer)[lex_order]])
     loop_trie, loop_ids = _remainder_trie(byte_matrix, lengths, row_ids, np.flatnonzero(~inside), size)
     return TokenSlice(name, upto[:-1], upto[-1], count, edges, outside, rest, loop_trie, loop_ids)
 
