@@ -531,9 +531,9 @@ def size_from_children(node: Node, sizes: list) -> int:
         out = 1 + sizes[0] * max(node.hi if node.hi is not None else node.lo + 1, 1)
     elif kind is Subsets:
         out = 1 + sum(sizes[:-1]) + sizes[-1] * (len(node.items) - 1)
-    elif kind in (Seq, Alt, Intersect, Join, Diff):
+    elif kind in (Seq, Alt, Intersect, Join, Diff, Embed):  # an Embed's DFA: about as large as its item
         out = 1 + sum(sizes)
-    else:  # Quotient, Embed: built apart, small in the enclosing automaton
+    else:  # Quotient: built apart, small in the enclosing automaton
         out = 2
     return min(out, SIZE_CAP)
 
@@ -541,7 +541,7 @@ def size_from_children(node: Node, sizes: list) -> int:
 def tree_size(node: Node) -> int:
     """Nodes of the tree expansion of ``node`` (about the NFA states a Thompson construction
     builds from it): bounded repeats count their copies, a literal its bytes, a character
-    set 2, a rule reference 1; a :class:`Quotient` or :class:`Embed` 2 (built apart); at
+    set 2, a rule reference 1; an :class:`Embed` one more than its item, a :class:`Quotient` 2; at
     most :data:`SIZE_CAP`. Cached on every subterm. Pure."""
     if node._s < 0:
         _analyse(node)

@@ -39,7 +39,9 @@ def naive_size(node) -> int:
         return 1 + naive_size(node.item) + naive_size(node.sep)
     if isinstance(node, ir.Diff):
         return 1 + naive_size(node.left) + naive_size(node.right)
-    return 2  # Quotient, Embed
+    if isinstance(node, ir.Embed):
+        return 1 + naive_size(node.item)
+    return 2  # Quotient
 
 
 leaves = st.one_of(

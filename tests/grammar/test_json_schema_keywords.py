@@ -14,6 +14,7 @@ import leapgen
 from leapgen.errors import SchemaError
 from leapgen.grammar import ir
 from leapgen.grammar.json import json_schema_to_ir
+from leapgen.grammar.json.disjoint import _patterns_disjoint
 from leapgen.grammar.json.match import is_empty, matches
 from leapgen.grammar.regex import parse_regex
 
@@ -296,6 +297,14 @@ def test_one_of_disjoint_by_patterns_of_a_required_property():
           reject=['{"t":"Abss"}', '{"v":1}', '{"t":"Abs","w":2}'])
     overlapping = {"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]}
     check(overlapping, accept=['"ax"', '"xb"'], reject=['"ab"', '"x"'])
+
+
+def test_one_of_unanchored_patterns_are_never_taken_as_disjoint():
+    # searches no anchor pins always meet (a match of each, concatenated): the oneOf keeps them exclusive
+    s = {"oneOf": [{"type": "string", "pattern": "NEW"}, {"type": "string", "pattern": "OLD|ON"}]}
+    check(s, accept=['"xNEWx"', '"ON"', '"OLD"'], reject=['"NEWOLD"', '"ONxNEW"', '"x"'])
+    assert not _patterns_disjoint(("NEW", "OLD|ON"))
+    assert _patterns_disjoint(("ON", "^NEW$"))  # one anchored at both ends: the derivatives decide
 
 
 def test_one_of_disjoint_through_nested_alternatives():

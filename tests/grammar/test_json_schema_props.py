@@ -123,6 +123,42 @@ def test_pattern_content_round_trip(text):
     assert not ok(s, json.dumps(text + "z", ensure_ascii=False))
 
 
+ESCAPED_CHARS = [chr(c) for c in range(0x20)] + ['"', "\\"]
+
+
+def _spellings(ch: str) -> set[str]:
+    """Spellings of one character a JSON string might hold: raw, a short escape, ``\\u00XX`` in each case."""
+    hex4 = f"{ord(ch):04x}"
+    out = {ch, "\\" + ch, "\\u" + hex4, "\\u" + hex4.upper(), "\\u" + hex4[:3] + hex4[3].upper()}
+    out |= {"\\" + e for e in "bfnrt\"\\/"}
+    return out
+
+
+def _canonical(text: str) -> bool:
+    """Whether ``text`` (one character's spelling, valid JSON) is the canonical one: raw where JSON allows,
+    else the short escape, else ``\\u00XX`` in either case (the strings module's docstring)."""
+    ch = json.loads('"' + text + '"')
+    if ord(ch) >= 0x20 and ch not in '"\\':
+        return text == ch
+    short = json.dumps(ch)[1:-1]
+    return text == short if len(short) == 2 else text.lower() == f"\\u{ord(ch):04x}"
+
+
+@SETTINGS
+@given(st.sets(st.sampled_from(ESCAPED_CHARS + list("aZ/é")), min_size=1), st.booleans())
+def test_pattern_class_of_escaped_characters_accepts_exactly_their_canonical_spellings(chars, negate):
+    body = "".join(f"\\u{ord(c):04x}" for c in sorted(chars))
+    s = {"type": "string", "pattern": f"^[{'^' if negate else ''}{body}]$"}
+    for ch in ESCAPED_CHARS + list("aZ/é"):
+        for text in _spellings(ch):
+            try:
+                decoded = json.loads('"' + text + '"')
+            except json.JSONDecodeError:
+                decoded = None
+            want = decoded is not None and ((decoded in chars) != negate) and _canonical(text)
+            assert ok(s, '"' + text + '"') == want, (sorted(chars), negate, text)
+
+
 # ---------------------------------------------------------------------------
 # Formats
 

@@ -171,10 +171,31 @@ def _strings_disjoint(a: Kinds, b: Kinds) -> bool:
             if None not in nodes and all(not isinstance(v, str) or not _all_match(nodes, v) for v in x.values):
                 return True
     if a.patterns and b.patterns:
-        nodes = [_pattern(p) for p in (*a.patterns, *b.patterns)]
-        if None not in nodes:
-            return is_empty(ir.intersect(*nodes), MAX_PATTERN_STATES) is True
+        return _patterns_disjoint(tuple(sorted({*a.patterns, *b.patterns})))
     return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _patterns_disjoint(patterns: tuple[str, ...]) -> bool:
+    """Whether no string matches every one of ``patterns`` (False: not shown). Searches that no
+    anchor pins at either end (``NEW``, ``a|b``) always meet: the concatenation of a match of each
+    matches all of them, so only a pattern anchored somewhere needs the derivatives."""
+    nodes = [_pattern(p) for p in patterns]
+    if None in nodes or all(_free_at_both_ends(n) for n in nodes):
+        return False
+    return is_empty(ir.intersect(*nodes), MAX_PATTERN_STATES) is True
+
+
+def _free_at_both_ends(node: ir.Node) -> bool:
+    """Whether ``node`` (a search, as :func:`_pattern` gives it) has the form ``.*R.*`` or a
+    union of such: its language is closed under adding any text on either side."""
+    if isinstance(node, ir.Alt):
+        return all(_free_at_both_ends(i) for i in node.items)
+    return (isinstance(node, ir.Seq) and len(node.items) >= 2
+            and node.items[0] == _ANY_TEXT and node.items[-1] == _ANY_TEXT)
+
+
+_ANY_TEXT = ir.star(ir.CharSet(((0, ir.MAX_UNICODE),)))
 
 
 def _all_match(nodes: list, text: str) -> bool:

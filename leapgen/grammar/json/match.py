@@ -6,8 +6,8 @@ time: does the property name ``"foo"`` match a ``patternProperties`` regex or
 a ``propertyNames`` schema, do two patterns overlap. It works on the IR that
 :func:`leapgen.grammar.regex.parse_regex` and the JSON front-end build:
 :class:`ir.Bytes` holding whole UTF-8 characters, ASCII :class:`ir.ByteSet`,
-:class:`ir.CharSet`, and the combinators (``Intersect`` and ``Diff``
-included). Anything else (a non-ASCII byte set, a split character, a rule
+:class:`ir.CharSet`, and the combinators (``Intersect``, ``Diff`` and
+``Embed`` included). Anything else (a non-ASCII byte set, a split character, a rule
 reference) raises :class:`Unsupported`.
 
 Brzozowski, "Derivatives of regular expressions", JACM 11(4), 1964.
@@ -37,7 +37,7 @@ def nullable(node: Node, memo: dict | None = None) -> bool:
         out = any(nullable(i, memo) for i in node.items)
     elif isinstance(node, ir.Repeat):
         out = node.lo == 0 or nullable(node.item, memo)
-    elif isinstance(node, ir.Join):
+    elif isinstance(node, (ir.Join, ir.Embed)):
         out = nullable(node.item, memo)
     elif isinstance(node, ir.Intersect):
         out = all(nullable(i, memo) for i in node.items)
@@ -92,6 +92,8 @@ def derive(node: Node, cp: int, memo: dict) -> Node:
         out = ir.intersect(*(derive(i, cp, memo) for i in node.items))
     elif isinstance(node, ir.Diff):
         out = ir.diff(derive(node.left, cp, memo), derive(node.right, cp, memo))
+    elif isinstance(node, ir.Embed):  # the item's language, built apart only in automata
+        out = derive(node.item, cp, memo)
     else:
         raise Unsupported(f"cannot match {type(node).__name__} at compile time")
     memo[key] = out
@@ -131,7 +133,7 @@ def _boundaries(node: Node, out: set, seen: set) -> None:
                 out.add(hi + 1)
         elif isinstance(n, (ir.Seq, ir.Alt, ir.Intersect)):
             stack.extend(n.items)
-        elif isinstance(n, ir.Repeat):
+        elif isinstance(n, (ir.Repeat, ir.Embed)):
             stack.append(n.item)
         elif isinstance(n, ir.Join):
             stack.extend((n.item, n.sep))

@@ -352,6 +352,8 @@ def ir_size(node: Node, memo: dict, cap: int = 10**7) -> int:
         out = 1 + sum(ir_size(i, memo, cap) for i in node.items)
     elif isinstance(node, ir.Repeat):
         out = 1 + ir_size(node.item, memo, cap) * max(node.hi if node.hi is not None else node.lo + 1, 1)
+    elif isinstance(node, ir.Embed):
+        out = 1 + ir_size(node.item, memo, cap)
     elif isinstance(node, ir.Subsets):
         out = 1 + sum(ir_size(i, memo, cap) for i in node.items) + ir_size(node.sep, memo, cap) * (len(node.items) - 1)
     elif isinstance(node, ir.Join):

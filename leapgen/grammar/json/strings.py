@@ -39,8 +39,13 @@ _ESCAPED = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]
 
 def hex_digit(lo: int, hi: int) -> Node:
     """One hex digit with value in ``[lo, hi]``, either case."""
+    return hex_digits(range(lo, hi + 1))
+
+
+def hex_digits(values) -> Node:
+    """One hex digit (either case) whose value is in ``values``."""
     rs = []
-    for v in range(lo, hi + 1):
+    for v in values:
         c = ord(format(v, "x"))
         rs.append((c, c))
         if v >= 10:
@@ -129,8 +134,23 @@ def spell_ranges(ranges) -> Node:
         for elo, ehi in _ESCAPED:
             escaped.extend(range(max(lo, elo), min(hi, ehi) + 1))
     parts = [ir.charset(raw)] if raw else []
-    parts.extend(_control_escape(c) for c in escaped)
+    if escaped:
+        parts.append(_escapes(escaped))
     return ir.alt(*parts)
+
+
+def _escapes(codes: list[int]) -> Node:
+    """The canonical escapes of ``codes`` (controls, ``"``, ``\\``) as one trie after the backslash: the
+    alternatives of :func:`_control_escape` side by side kept dozens of NFA states alive at once after a
+    ``\\`` (``.`` and every negated class spell all 34), which a subset construction pays at each state."""
+    short = [ord(SHORT_ESCAPES[c][1]) for c in codes if c in SHORT_ESCAPES]
+    long_ = [c for c in codes if c not in SHORT_ESCAPES]
+    after = [ir.byteset([(b, b) for b in short])] if short else []
+    by_high = [[c & 0xF for c in long_ if c >> 4 == h] for h in (0, 1)]
+    hex_pairs = [ir.seq(hex_digit(h, h), hex_digits(lows)) for h, lows in enumerate(by_high) if lows]
+    if hex_pairs:
+        after.append(ir.seq(ir.lit("u00"), ir.alt(*hex_pairs)))
+    return ir.seq(ir.lit("\\"), ir.alt(*after))
 
 
 def spell_any(text: str) -> Node:
