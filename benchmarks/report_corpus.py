@@ -9,9 +9,12 @@ together). A JSONSchemaBench grammar's subset is the second part of its name
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 import report
+import workloads
 from workloads import HALVES
 
 _KEYS = ("TTFM p50 ms", "TTFM p99 ms", "TBM mean µs", "TBM p99 µs", "first-visit mean µs")
@@ -22,11 +25,12 @@ def subset_of(grammar) -> str:
     return grammar.name.split("/")[1]
 
 
-def jsb_results(results: dict, grammars: list, half: str | None, subset: str | None = None) -> dict:
-    """``results`` restricted to the JSONSchemaBench grammars of ``half`` (None: both halves) and of
-    ``subset`` (None: every subset); still indexed by position in ``grammars``."""
+def jsb_results(results: dict, grammars: list, half: str | None, subset: str | None = None, where=None) -> dict:
+    """``results`` restricted to the JSONSchemaBench grammars of ``half`` (None: both halves), of
+    ``subset`` (None: every subset) and, given ``where``, those ``where(grammar)`` holds for; still
+    indexed by position in ``grammars``."""
     keep = {g for g, gr in enumerate(grammars) if gr.group == "jsb" and (half is None or gr.half == half)
-            and (subset is None or subset_of(gr) == subset)}
+            and (subset is None or subset_of(gr) == subset) and (where is None or where(gr))}
     return {b: {**res, "grammars": {g: r for g, r in res["grammars"].items() if g in keep}}
             for b, res in results.items()}
 
@@ -75,7 +79,7 @@ def visit_kinds(results: dict, grammars: list, half: str | None) -> str:
     for g, r in res["grammars"].items():
         if "tbm_ns" not in r:
             continue
-        kind = "regular" if r.get("regular", True) else "context-free"
+        kind = "counted" if r.get("counted") else "regular" if r.get("regular", True) else "context-free"
         for times, flags in zip(r["tbm_ns"], r["first"]):
             for ns, first in zip(times, flags):
                 cells.setdefault((kind, "first" if first else "cached"), []).append(ns / 1e3)
@@ -84,9 +88,42 @@ def visit_kinds(results: dict, grammars: list, half: str | None) -> str:
         us = np.array(cells[key])
         rows.append([key[0], key[1], f"{len(us):,}", _cell(us.mean()), _cell(np.percentile(us, 50)),
                      _cell(np.percentile(us, 99)), f"{100 * us.sum() / total:.0f} %"])
-    return (f"#### Where leapgen's TBM goes, {half or 'both halves'}: grammar kind x visit\n\n"
+    return (f"#### Where leapgen's TBM goes, {half or 'both halves'}: grammar kind (one DFA, one DFA with counted "
+            f"string lengths, pushdown) x visit\n\n"
             + report._table(["grammar", "visit", "tokens", "mean µs", "p50 µs", "p99 µs", "share of TBM time"], rows)
             + "\n")
+
+
+_BOUND = re.compile(r'"(?:min|max)Length"\s*:\s*(\d+)')
+
+
+_SOURCES: dict[str, str] = {}
+
+
+def long_string_bound(grammar) -> bool:
+    """Whether a schema's text holds a ``minLength`` or ``maxLength`` of at least
+    :data:`leapgen.grammar.json.lengths.COUNTED_MIN_LENGTH` (32): the strings leapgen counts at run time
+    where the schema is one regular language (approximate: a pattern's bound counts too). A grammar read
+    back from saved results has no text: the corpus gives it."""
+    text = grammar.source
+    if not text:
+        if not _SOURCES:
+            _SOURCES.update((g.name, g.source) for g in workloads.jsonschemabench_grammars(None))
+        text = _SOURCES.get(grammar.name, "")
+    return any(int(n) >= 32 for n in _BOUND.findall(text))
+
+
+def bound_tables(results: dict, grammars: list, half: str | None) -> str:
+    """The headline figures of the schemas with a long string bound and of the others."""
+    rows = []
+    for label, where in (("with a string bound >= 32", long_string_bound),
+                         ("the others", lambda gr: not long_string_bound(gr))):
+        n = sum(1 for gr in grammars if gr.group == "jsb" and (half is None or gr.half == half) and where(gr))
+        fig = report.headline(jsb_results(results, grammars, half, where=where), grammars)
+        for b, f in fig.items():
+            rows.append([f"{label} ({n:,})", b, *(_cell(f[k], 2 if k == "TTFM p50 ms" else 1) for k in _KEYS)])
+    return (f"#### JSONSchemaBench, {half or 'both halves'}: schemas with long string bounds and the others\n\n"
+            + report._table(["schemas", "backend", *_KEYS], rows) + "\n")
 
 
 def gc_table(results: dict) -> str:
@@ -114,7 +151,8 @@ def render(results: dict, grammars: list) -> str:
     halves = [h for h in HALVES if any(gr.group == "jsb" and gr.half == h for gr in grammars)]
     parts = ["### JSONSchemaBench per half of the split and per subset", ""]
     for half in halves + ([None] if len(halves) > 1 else []):
-        parts += [half_tables(results, grammars, half), visit_kinds(results, grammars, half)]
+        parts += [half_tables(results, grammars, half), bound_tables(results, grammars, half),
+                  visit_kinds(results, grammars, half)]
     parts.append(gc_table(results))
     return "\n".join(parts)
 

@@ -240,7 +240,8 @@ def worker_main(job: Job, conn) -> None:
     ``("grammar", g, dict)``, ``("batch", dict)``, ``("done", dict)``. A
     grammar's dict holds :func:`walk`'s result, ``ttfm_ms``, the collector's
     pauses over 1 ms during its walk (``gc_ms``) and, for leapgen, whether
-    the grammar compiled to one DFA (``regular``).
+    the grammar compiled to one DFA (``regular``) and whether that DFA counts
+    string lengths at run time (``counted``, a ``CountedGrammar``).
     """
     import gc
 
@@ -290,7 +291,9 @@ def worker_main(job: Job, conn) -> None:
         result["ttfm_ms"] = ttfm_ms
         result["gc_ms"] = [round(ms, 2) for ms, _, _ in pauses.pauses[first_pause:] if ms > 1.0]
         if record_states:
-            result["regular"] = bool(compiled.is_regular)
+            counted = hasattr(compiled, "row_key")  # leapgen's CountedGrammar: one DFA, (state, count) pairs
+            result["regular"] = bool(compiled.is_regular) or counted
+            result["counted"] = counted
         conn.send(("grammar", g, result))
         if grammar.group in ("regex", "schema"):
             handles += [(compiled, ids) for ids, r in zip(job.tokens[g], result["rejected"]) if r is None]

@@ -40,7 +40,7 @@ import numpy as np
 import pytest
 import regex
 
-from leapgen import GrammarMatcher
+from leapgen import GrammarCompiler, GrammarMatcher
 
 FAMILIES = ["gpt2", "llama3", "qwen", "smollm2", "llama2", "cl100k"]
 SLOW_FAMILIES = ["mistral", "o200k"]
@@ -182,6 +182,37 @@ def brute_force_mask(v: Vocab, trans: np.ndarray, accepting: np.ndarray, state: 
     return out
 
 
+def counted_brute_force_mask(v: Vocab, dfa, bounds, state: tuple[int, int]) -> np.ndarray:
+    """:func:`brute_force_mask` for a DFA with counted regions (leapgen.automata.counted), written
+    here from the tables alone: columns ``256 + 2k`` (an item of region ``k`` starts: the count goes up,
+    at most ``hi``) and ``257 + 2k`` (the region ends: the count is at least ``lo``, then 0), taken
+    where a byte has no edge of its own."""
+    trans = dfa.trans
+    lo = np.array([b[0] for b in bounds], np.int64)
+    hi = np.array([np.iinfo(np.int64).max if b[1] is None else b[1] for b in bounds], np.int64)
+    q = np.full(len(v.by_len_ids), state[0], np.int64)
+    c = np.full(len(v.by_len_ids), state[1], np.int64)
+    for col, k in enumerate(v.longer_than):
+        cur, cnt, b = q[:k], c[:k], v.by_len_bytes[:k, col]
+        alive = cur >= 0
+        safe = np.maximum(cur, 0)
+        nxt = np.where(alive, trans[safe, b], -1)
+        new_c = cnt.copy()
+        for r in range(len(bounds)):
+            item, end = trans[safe, 256 + 2 * r], trans[safe, 257 + 2 * r]
+            via_item = alive & (nxt < 0) & (item >= 0) & (trans[np.maximum(item, 0), b] >= 0)
+            via_end = alive & (nxt < 0) & (end >= 0) & (trans[np.maximum(end, 0), b] >= 0)
+            nxt = np.where(via_item, np.where(cnt < hi[r], trans[np.maximum(item, 0), b], -1), nxt)
+            new_c = np.where(via_item, cnt + 1, new_c)
+            nxt = np.where(via_end, np.where(cnt >= lo[r], trans[np.maximum(end, 0), b], -1), nxt)
+            new_c = np.where(via_end, 0, new_c)
+        q[:k], c[:k] = nxt, new_c
+    out = np.zeros(v.info.vocab_size, bool)
+    out[v.by_len_ids[q >= 0]] = True
+    out[v.stop_ids] = bool(dfa.accepting[state[0]])
+    return out
+
+
 def dfa_state(trans: np.ndarray, start: int, data: bytes) -> int:
     s = start
     for b in data:
@@ -281,9 +312,11 @@ def _decodes(data: bytes) -> bool:
 
 
 def check_state(compiled, v: Vocab, rx, buf: bytes, m: GrammarMatcher, rng, run_slow: bool, oracle: bool) -> dict:
-    dfa = compiled.dfa
+    counted = getattr(compiled, "automaton", None)  # a CountedGrammar: states are (dfa state, count)
+    if counted is None:
+        dfa = compiled.dfa
+        assert dfa_state(dfa.trans, dfa.start, buf) == m.state
     vocab_size = v.info.vocab_size
-    assert dfa_state(dfa.trans, dfa.start, buf) == m.state
     words = (vocab_size + 31) // 32
     bitmask = rng.integers(-2**31, 2**31, size=(2, words), dtype=np.int64).astype(np.int32)  # junk to overwrite
     before = bitmask[0].copy()
@@ -294,7 +327,8 @@ def check_state(compiled, v: Vocab, rx, buf: bytes, m: GrammarMatcher, rng, run_
     got = bits[:vocab_size]
 
     # (a) brute force over the DFA, and accept_token on a sample
-    want = brute_force_mask(v, dfa.trans, dfa.accepting, m.state)
+    want = (brute_force_mask(v, dfa.trans, dfa.accepting, m.state) if counted is None else
+            counted_brute_force_mask(v, counted.dfa, list(zip(counted.lo.tolist(), counted.hi.tolist())), m.state))
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, (f"bitmask != brute force at {buf!r}: "
                            + ", ".join(f"{i} {v.token_bytes[i]!r} mask={got[i]}" for i in bad[:8].tolist()))
@@ -376,11 +410,17 @@ SLICE_PREFIXES = ['{"s":"' + "a" * n for n in (0, 8, 9, 10, 31, 32, 33, 38, 39, 
     '{"s":"' + "é日" * 17, '{"s":"ab\\', '{"s":"ab\\u00', '{"s":"","t":"', '{"s":"","t":"x\\"']
 
 
+@pytest.mark.parametrize("count_lengths", [True, False], ids=["counted", "in-automaton"])
 @pytest.mark.parametrize("family", ["llama3", "gpt2"])
 @pytest.mark.parametrize("prefix", SLICE_PREFIXES)
-def test_slice_boundary_mask_exact(grammar_compiler, family, prefix):
+def test_slice_boundary_mask_exact(grammar_compiler, family, prefix, count_lengths):
     schema, pattern = SLICE_SCHEMA
-    compiled = grammar_compiler(family).compile_json_schema(schema, any_whitespace=False, separators=(",", ":"))
+    compiler = grammar_compiler(family)
+    if not count_lengths:
+        compiler = GrammarCompiler(compiler.tokenizer_info, count_lengths=False, token_index=compiler.token_index,
+                                   warm_up=False)
+    compiled = compiler.compile_json_schema(schema, any_whitespace=False, separators=(",", ":"))
+    assert compiled.is_regular != count_lengths  # maxLength 40 is counted (a CountedGrammar), or in the DFA
     m = GrammarMatcher(compiled)
     assert m.accept_string(prefix.encode())
     rng = np.random.default_rng(zlib.crc32(f"{family}\0{prefix}".encode()))

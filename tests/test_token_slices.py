@@ -17,6 +17,7 @@ import functools
 import numpy as np
 import pytest
 
+from leapgen import GrammarCompiler
 from leapgen.compiler import token_slices
 from leapgen.compiler.token_index import TokenIndex
 
@@ -39,6 +40,17 @@ def slice_named(index: TokenIndex, name: str):
 
 
 @functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
+def _in_automaton(shared: GrammarCompiler) -> GrammarCompiler:
+    return GrammarCompiler(shared.tokenizer_info, count_lengths=False, token_index=shared.token_index, warm_up=False)
+
+
+def in_automaton(grammar_compiler, family: str) -> GrammarCompiler:
+    """The family's compiler with string lengths kept in the DFA (these tests read a bound's
+    characters off DFA states; a counted length is leapgen.compiler.compiled_counted's)."""
+    return _in_automaton(grammar_compiler(family))
+
+
 def plain_index(family: str) -> TokenIndex:
     from vocab_loaders import load_tokenizer_info
 
@@ -67,7 +79,7 @@ def made_up_classes(n_states: int, seed: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("family", ["gpt2", "llama3"])
 def test_every_state_same_sets_as_the_plain_walk(grammar_compiler, family):
-    compiler = grammar_compiler(family)
+    compiler = in_automaton(grammar_compiler, family)
     index, plain = compiler.token_index, plain_index(family)
     counts = [s.count for s in index.token_slices]
     assert len(counts) == len(token_slices.SLICE_CHAR_CLASSES) and counts == sorted(counts, reverse=True)
@@ -82,7 +94,7 @@ def test_every_state_same_sets_as_the_plain_walk(grammar_compiler, family):
 
 @pytest.mark.parametrize("family", ["gpt2", "llama3"])
 def test_limit_is_the_characters_left(grammar_compiler, family):
-    g = grammar_compiler(family).compile_json_schema(SCHEMA, any_whitespace=False)
+    g = in_automaton(grammar_compiler, family).compile_json_schema(SCHEMA, any_whitespace=False)
     sl = slice_named(g.token_index, "json_string")
     live = np.ones(g.n_states, np.int8)
 
@@ -121,7 +133,7 @@ def test_narrower_classes_apply_where_the_wider_do_not(grammar_compiler, family)
 
 
 def test_made_up_classes_choose_the_target(grammar_compiler):
-    g = grammar_compiler("gpt2").compile_json_schema(SCHEMA, any_whitespace=False)
+    g = in_automaton(grammar_compiler, "gpt2").compile_json_schema(SCHEMA, any_whitespace=False)
     sl = slice_named(g.token_index, "json_string")
     s = g.walk(g.start_state, b'{"s":"')
     two = np.full(g.n_states, 2, np.int8)
@@ -136,7 +148,7 @@ def test_vocabulary_without_slice_tokens(toy_info, toy_compiler, monkeypatch):
     monkeypatch.setattr(token_slices, "MIN_SLICE_TOKENS", 1)
     index, plain = TokenIndex(toy_info), TokenIndex(toy_info, use_slices=False)
     assert len(index.token_slices) == len(token_slices.SLICE_CHAR_CLASSES)
-    for g in grammars(toy_compiler):
+    for g in grammars(_in_automaton(toy_compiler)):
         assert_same_sets(index, plain, g, range(g.n_states), np.ones(g.n_states, np.int8))
 
 
@@ -161,7 +173,7 @@ def test_kept_character_steps_give_the_limits_of_a_fresh_memo(grammar_compiler, 
     """A memo with a side (which keeps a character's steps to several states: a string beside an
     enum's trie) gives every state, in any order, the slice and limit that a fresh memo without it
     gives; the side is used."""
-    g = grammar_compiler("llama3").compile_json_schema(ENUM_BESIDE_STRING, any_whitespace=False)
+    g = in_automaton(grammar_compiler, "llama3").compile_json_schema(ENUM_BESIDE_STRING, any_whitespace=False)
     index = g.token_index
     n, dfas = len(index.default_slices.slices), index.default_slices.char_dfas
     live = np.ones(g.n_states, np.int8)
@@ -180,7 +192,7 @@ def test_first_slice_shortcuts_drop_no_slice_that_applies(grammar_compiler, fami
     a first byte dies, and answers -1 at once from a state with one live byte: the slice found is
     still the first whose limit is above 0 (each slice's own walk, :meth:`TokenSlice.limit`), and
     only a limit of 0 (tokens dead at their first byte) may be dropped."""
-    compiler = grammar_compiler(family)
+    compiler = in_automaton(grammar_compiler, family)
     index = compiler.token_index
     lone_states = 0
     for g in grammars(compiler):

@@ -98,6 +98,48 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
     return out
 
 
+def compile_counted_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES
+                        ) -> tuple[Dfa, tuple[tuple[int, int | None], ...]]:
+    """:func:`compile_dfa`, keeping each :class:`~leapgen.grammar.ir.Counted` region as a loop
+    with its count left to the matcher (:mod:`leapgen.automata.counted`).
+
+    Parameters
+    ----------
+    node : ir.Node
+        The language (no rule reference).
+    max_states : int
+        Limit on NFA and DFA states.
+
+    Returns
+    -------
+    (Dfa, tuple of (int, int or None))
+        The minimal trimmed DFA, over bytes and two symbols per region bounds: ``256 + 2k`` (an
+        item of region ``k`` starts) and ``257 + 2k`` (region ``k`` ends); and the bounds
+        ``(lo, hi)`` of each ``k``. Without counted regions: :func:`compile_dfa`'s DFA and ``()``.
+
+    Raises
+    ------
+    CompileLimitError
+        The automaton would exceed ``max_states``.
+    """
+    if isinstance(node, (ir.Intersect, ir.Diff, ir.Quotient, ir.Embed)):  # built apart: nothing counted there
+        return compile_dfa(node, max_states=max_states), ()
+    with _SUB_DFA_LOCK:
+        got = _SUB_DFA_CACHE.get((node, max_states))
+    if got is not None:
+        return got, ()
+    counting: dict = {}
+    nfa = Nfa(max_states, lambda n: compile_dfa(n, max_states=max_states), counting=counting)
+    nfa.root = node
+    start, end = nfa.build(node)
+    table, accepting, starts, byte_class = determinize_classes(nfa, [start], end, max_states,
+                                                               alphabet=256 + 2 * len(counting))
+    out = minimize_table(table, accepting, starts[0], byte_class)
+    if not counting:
+        _keep_sub_dfa((node, max_states), out)
+    return out, tuple(sorted(counting, key=counting.__getitem__))
+
+
 def right_quotient(dfa: Dfa, suffix: bytes) -> Dfa:
     """The DFA of ``L / suffix`` (the strings ``w`` with ``w + suffix`` in ``L``): the same
     transitions, accepting where ``suffix`` walks to an accepting state; minimized. Pure."""

@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from leapgen.automata.counted import Uncountable
 from leapgen.automata.dfa_table import minimize_table
 from leapgen.automata.limits import too_many_states
 from leapgen.automata.subset import determinize_classes
@@ -63,7 +64,8 @@ class Nfa:
         The node being compiled: never replaced by its own DFA.
     """
 
-    def __init__(self, max_states: int, compile_dfa: Callable | None, *, rule_ids: dict[str, int] | None = None):
+    def __init__(self, max_states: int, compile_dfa: Callable | None, *, rule_ids: dict[str, int] | None = None,
+                 counting: dict[tuple[int, int | None], int] | None = None):
         self.n_states = 0
         self.max_states = max_states
         self._eps: list[int] = []  # s0, t0, s1, t1, ...
@@ -73,6 +75,10 @@ class Nfa:
         self._built: dict[ir.Node, tuple] = {}  # node -> (marks before, marks after, entry, exit)
         self._compile_dfa = compile_dfa
         self._rule_ids = rule_ids
+        #: Counted regions' bounds -> region number ``k`` (filled as they are met; see :meth:`_counted`), or
+        #: None where nothing is counted (a :class:`~leapgen.grammar.ir.Counted` then raises).
+        self.counting = counting
+        self._counted_memo: dict[ir.Node, bool] = {}
         self.root: ir.Node | None = None
 
     def new_state(self) -> int:
@@ -130,7 +136,8 @@ class Nfa:
         got = self._built.get(node)
         if got is not None:
             return self._copy(*got)
-        shared = type(node) is ir.Repeat and self._rule_ids is None and node is not self.root
+        shared = (type(node) is ir.Repeat and self._rule_ids is None and node is not self.root
+                  and not self._holds_counted(node))  # a region's symbols are numbered per compile
         fragment = None
         if shared:
             with _FRAGMENTS_LOCK:
@@ -224,6 +231,8 @@ class Nfa:
             return s, e
         if isinstance(node, ir.Repeat):
             return self._repeat(node)
+        if isinstance(node, ir.Counted):
+            return self._counted(node)
         if isinstance(node, ir.Subsets):
             return self._subsets(node)
         if isinstance(node, ir.Join):
@@ -244,6 +253,36 @@ class Nfa:
             return s, e
         raise TypeError(f"not an IR node: {node!r}")
 
+    def _counted(self, node: ir.Counted) -> tuple[int, int]:
+        """A counted region (see :mod:`leapgen.automata.counted`): a loop state with an edge on the
+        symbol ``256 + 2k`` into one copy of the item, whose end comes back to it, and an edge on
+        ``257 + 2k`` out of the region; ``k`` numbers the region's bounds.
+
+        Raises
+        ------
+        Uncountable
+            Not counting here (an operand of a product, a rule of a context-free grammar): the
+            caller compiles the grammar again with its lengths written out."""
+        if self.counting is None:
+            raise Uncountable("a counted region inside an intersection, a difference or a grammar rule")
+        k = self.counting.setdefault((node.lo, node.hi), len(self.counting))
+        loop, out = self.new_state(), self.new_state()
+        s, e = self.build(node.item)
+        self.add_edge(loop, 256 + 2 * k, 256 + 2 * k, s)
+        self.add_eps(e, loop)
+        self.add_edge(loop, 257 + 2 * k, 257 + 2 * k, out)
+        return loop, out
+
+    def _holds_counted(self, node: ir.Node) -> bool:
+        """Whether ``node`` holds a counted region this NFA counts (memoized per NFA)."""
+        if self.counting is None:
+            return False
+        memo = self._counted_memo
+        got = memo.get(node)
+        if got is None:
+            got = memo[node] = type(node) is ir.Counted or any(self._holds_counted(k) for k in ir.children(node))
+        return got
+
     def _charset(self, node: ir.CharSet) -> tuple[int, int]:
         edges, n_states = charset_fragment(node.ranges)
         base = self.new_states(n_states)
@@ -256,7 +295,7 @@ class Nfa:
     def _repeat(self, node: ir.Repeat) -> tuple[int, int]:
         copies = node.lo + (1 if node.hi is None else node.hi - node.lo)
         if (copies >= MIN_COPIES_TO_SHARE and self._compile_dfa is not None and node is not self.root
-                and not ir.contains_ruleref(node)):
+                and not ir.contains_ruleref(node) and not self._holds_counted(node)):
             # Many copies of one fragment: determinize and minimize it once (cached by value), then
             # embed the small DFA; the outer subset construction then sees far fewer states.
             return self.embed(self._compile_dfa(node))

@@ -10,12 +10,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Sequence
 
 from leapgen.automata import DEFAULT_MAX_STATES, Dfa, compile_dfa
+from leapgen.automata.counted import CountedDfa, Uncountable
+from leapgen.automata.dfa import compile_counted_dfa
 from leapgen.automata.limits import time_limit
 from leapgen.automata.pda import DEFAULT_MAX_STACK_DEPTH, Pda
 from leapgen.automata.trie import trie_dfa
 from leapgen.compiler.compiled import DEFAULT_MASK_CACHE_BYTES, STRUCTURAL_TAG_KIND, CompiledGrammar, RegularGrammar
 from leapgen.compiler.compiled_budget import BudgetedGrammar
 from leapgen.compiler.compiled_cfg import EAGER_FRAMES, ContextFreeGrammar
+from leapgen.compiler.compiled_counted import CountedGrammar
 from leapgen.compiler.disk_cache import DiskCache
 from leapgen.compiler.service import CompileCache
 from leapgen.compiler.token_index import TokenIndex
@@ -153,6 +156,13 @@ class GrammarCompiler:
     token_index : TokenIndex, optional
         The vocabulary's token index, shared with other compilers of the same
         vocabulary (built here when not given; building it walks every token).
+    count_lengths : bool, default True
+        JSON Schema strings with a long ``minLength``/``maxLength`` count their
+        characters at run time (:class:`~leapgen.compiler.compiled_counted.CountedGrammar`,
+        states ``(dfa state, count)``) where the schema is one regular language: a
+        bound costs no automaton states, and a string's positions far from its
+        bounds share one mask. False: lengths in the automaton only (a regular
+        grammar's states are ints, its DFA serializable).
 
     Raises
     ------
@@ -167,7 +177,7 @@ class GrammarCompiler:
                  cache_dir: str | os.PathLike | None = None, max_compile_seconds: float | None = None,
                  compile_threads: int = 1, index_cache_dir: str | os.PathLike | None = None, warm_up: bool = True,
                  disk_cache_bytes: int | None = None, max_grammar_bytes: int | None = None,
-                 token_index: TokenIndex | None = None):
+                 token_index: TokenIndex | None = None, count_lengths: bool = True):
         if cache_entries < 0:
             raise ValueError("cache_entries must be >= 0")
         if max_compile_seconds is not None and not max_compile_seconds > 0:
@@ -185,6 +195,7 @@ class GrammarCompiler:
         self.max_compile_seconds = max_compile_seconds
         self.compile_threads = compile_threads
         self.max_grammar_bytes = max_grammar_bytes
+        self.count_lengths = bool(count_lengths)
         disk = None
         if cache_dir is not None:
             from leapgen.version import __version__
@@ -308,7 +319,12 @@ class GrammarCompiler:
             raise SchemaError(f"schema is not JSON data: {e}", pointer="") from None
         named = dict(options, whitespace=whitespace_pattern) if whitespace_pattern is not None else options
         key = ("json_schema", canonical, tuple(sorted((k, repr(v)) for k, v in named.items())))
-        return self._cached(key, "json_schema", lambda: json_schema_to_ir(schema, **options))
+        plain = lambda: json_schema_to_ir(schema, **options)  # noqa: E731
+        if not self.count_lengths:
+            return self._cached(key, "json_schema", plain)
+        # a counted region the automaton cannot follow (in a product, say): the lengths written out
+        return self._cached(key, "json_schema", lambda: json_schema_to_ir(schema, **options, count_lengths=True),
+                            fallback=plain)
 
     def compile_grammar(self, ebnf_text: str, *, root_rule_name: str = "root") -> CompiledGrammar:
         """Compile an EBNF grammar (GBNF dialect; see :mod:`leapgen.grammar.ebnf`).
@@ -614,8 +630,8 @@ class GrammarCompiler:
 
     # -- cache ----------------------------------------------------------------------------
 
-    def _cached(self, key: tuple, kind: str, front_end) -> CompiledGrammar:
-        return self.cache.get_or_compile(key, lambda: self._check_size(self._build(kind, front_end)))
+    def _cached(self, key: tuple, kind: str, front_end, fallback=None) -> CompiledGrammar:
+        return self.cache.get_or_compile(key, lambda: self._check_size(self._build(kind, front_end, fallback)))
 
     def _revive(self, dfa, kind: str, warnings, key: tuple) -> CompiledGrammar:
         """A RegularGrammar from a DFA read from the disk cache (``key``: the cache key it was stored under)."""
@@ -643,13 +659,13 @@ class GrammarCompiler:
 
     def _build(self, kind: str, front_end, fallback=None, prepare=None) -> CompiledGrammar:
         """Compile under the time limit; ``fallback``, another front-end, is tried when the first
-        one's automaton passes a limit (the deadline stays the same); ``prepare(compiled)`` then
-        fills caches (counted in ``compile_ms``)."""
+        one's automaton passes a limit or counts a region it cannot follow (the deadline stays the
+        same); ``prepare(compiled)`` then fills caches (counted in ``compile_ms``)."""
         with time_limit(self.max_compile_seconds):
             try:
                 try:
                     compiled = self._build_unlimited(kind, front_end)
-                except CompileLimitError:
+                except (CompileLimitError, Uncountable):
                     if fallback is None:
                         raise
                     compiled = self._build_unlimited(kind, fallback)
@@ -681,16 +697,20 @@ class GrammarCompiler:
         if isinstance(node, ir.Grammar):
             node = simplify_grammar(node)
         if isinstance(node, ir.Grammar):
-            automaton: Dfa | Pda = Pda(node, max_states=self.max_states, max_stack_depth=self.max_stack_depth)
+            automaton: Dfa | Pda | CountedDfa = Pda(node, max_states=self.max_states,
+                                                   max_stack_depth=self.max_stack_depth)
         else:
-            automaton = compile_dfa(node, max_states=self.max_states)
-            if automaton.is_empty:
+            dfa, bounds = (compile_counted_dfa(node, max_states=self.max_states)
+                           if kind == "json_schema" and self.count_lengths
+                           else (compile_dfa(node, max_states=self.max_states), ()))
+            if dfa.is_empty:
                 raise GrammarError(f"the {kind.replace('_', ' ')} matches no string at all")
+            automaton = CountedDfa(dfa, bounds) if bounds else dfa
         compiled = self.bind(automaton, kind=kind, warnings=warnings)
         compiled.compile_ms = (time.perf_counter() - t0) * 1e3
         return compiled
 
-    def bind(self, automaton: Dfa | Pda, *, kind: str, warnings=()) -> CompiledGrammar:
+    def bind(self, automaton: Dfa | Pda | CountedDfa, *, kind: str, warnings=()) -> CompiledGrammar:
         """A compiled grammar for this vocabulary from an automaton already built
         (a minimized DFA, or the rules' automata of a context-free grammar);
         not cached. The second half of every compile, and how a serialized
@@ -698,9 +718,10 @@ class GrammarCompiler:
 
         Parameters
         ----------
-        automaton : Dfa or Pda
-            A trimmed, minimized DFA (:func:`leapgen.automata.compile_dfa`) or a
-            :class:`~leapgen.automata.pda.Pda`.
+        automaton : Dfa, Pda or CountedDfa
+            A trimmed, minimized DFA (:func:`leapgen.automata.compile_dfa`), a
+            :class:`~leapgen.automata.pda.Pda`, or a DFA with counted regions
+            (:class:`~leapgen.automata.counted.CountedDfa`).
         kind : str
             What the grammar came from (``"regex"``, ``"json_schema"``, ``"ebnf"``, ...).
         warnings : iterable of str, default ()
@@ -709,7 +730,8 @@ class GrammarCompiler:
         Returns
         -------
         CompiledGrammar
-            A :class:`RegularGrammar`, a :class:`ContextFreeGrammar`, or a
+            A :class:`RegularGrammar`, a :class:`ContextFreeGrammar`, a
+            :class:`~leapgen.compiler.compiled_counted.CountedGrammar`, or a
             :class:`~leapgen.compiler.compiled_budget.BudgetedGrammar` when rules
             have token / character budgets; small context-free grammars get every frame's tokens sorted now (see
             :data:`~leapgen.compiler.compiled_cfg.EAGER_FRAMES`).
@@ -721,4 +743,6 @@ class GrammarCompiler:
             if int(automaton.has_bytes_flat.sum()) <= EAGER_FRAMES:
                 compiled.sort_all_frames()
             return compiled
+        if isinstance(automaton, CountedDfa):
+            return CountedGrammar(automaton, self.tokenizer_info, self.token_index, **common)
         return RegularGrammar(automaton, self.tokenizer_info, self.token_index, **common)

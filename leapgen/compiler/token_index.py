@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import Callable, Hashable, NamedTuple
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import index_cache, pda_kernels, trie_kernels
 from leapgen.compiler.compact_rows import CompactRows, single_byte_rows
+from leapgen.compiler.counted_kernels import refuse_counted
 from leapgen.compiler.token_slices import (JSON_CONTENT_CLASSES, LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice,
                                            build_slices, first_slice, new_memo, pack_char_dfas, slice_leaves)
 from leapgen.grammar import ir
@@ -134,6 +136,8 @@ class TokenIndex:
         self.token_slices: list[TokenSlice] = []
         self._no_words = self.empty_words()  # the empty bitset, shared (read-only)
         self._no_words.flags.writeable = False
+        self._token_sets: dict[tuple, np.ndarray] = {}  # see tokens_longer_than, tokens_holding
+        self._sets_lock = threading.Lock()
         if self.use_trie:
             if not self._load(cache_dir, tokenizer_info, use_slices):
                 self._build(tokenizer_info, *tokenizer_info.token_byte_matrix(), use_slices)
@@ -202,6 +206,9 @@ class TokenIndex:
         compact.done().row(0)
         single_byte_rows(loop, np.zeros(1, np.int64), np.ones(1, np.bool_), self.stop_token_ids, row,
                          self.bitmask_words, *self.trie_arrays())
+        one = np.zeros(1, np.int32)  # a counted grammar's check (leapgen.compiler.compiled_counted), nothing to walk
+        refuse_counted(row, self.empty_words(), loop, one, one, one, np.zeros(1, np.int64), np.zeros(1, np.int64),
+                       0, 0, *self.token_rows())
         self._pushdown_warm = False
 
     def warm_up_pushdown(self) -> None:
@@ -289,6 +296,62 @@ class TokenIndex:
                                self.bitmask_words, name, node) for name, node in JSON_CONTENT_CLASSES.items()]
             self._json_content_slices = [s for s in got if s is not None]
         return self._json_content_slices
+
+    @functools.cached_property
+    def _rows_of_tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if hasattr(self, "_byte_matrix"):  # the trie's own (maybe read from the index cache)
+            mat, lens, ids = self._byte_matrix, self._byte_lengths, self._row_ids
+        else:
+            mat, lens, ids = self.tokenizer_info.token_byte_matrix()
+        row_of_id = np.full(self.vocab_size, -1, np.int32)
+        row_of_id[ids] = np.arange(len(ids), dtype=np.int32)
+        row_of_id.flags.writeable = False
+        return mat, lens, row_of_id
+
+    def token_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The vocabulary's bytes for per-token walks (computed once; read-only).
+
+        Returns
+        -------
+        byte_matrix : numpy.ndarray
+            uint8 ``(rows, max_len)``, zero-padded (:meth:`TokenizerInfo.token_byte_matrix`).
+        lengths : numpy.ndarray
+            int32 ``(rows,)``: each row's byte length, non-increasing.
+        row_of_id : numpy.ndarray
+            int32 ``(vocab_size,)``: the row of each token id, ``-1`` for one without bytes.
+        """
+        return self._rows_of_tokens
+
+    def _token_set(self, key: tuple, make: Callable[[], np.ndarray]) -> np.ndarray:
+        got = self._token_sets.get(key)
+        if got is None:
+            got = make()
+            got.flags.writeable = False
+            with self._sets_lock:
+                self._token_sets[key] = got
+        return got
+
+    def _bitset_of_rows(self, rows: np.ndarray) -> np.ndarray:
+        """uint32 bitset of the tokens of the byte-matrix rows where bool ``rows`` is set."""
+        _, _, row_of_id = self.token_rows()
+        has = np.zeros(self.bitmask_words * 32, np.bool_)
+        has[:self.vocab_size] = np.where(row_of_id >= 0, rows[np.maximum(row_of_id, 0)], False)
+        return np.packbits(has, bitorder="little").view(np.uint32).copy()
+
+    def tokens_longer_than(self, k: int) -> np.ndarray:
+        """uint32 bitset (read-only, cached) of the tokens of more than ``k`` bytes."""
+        k = max(int(k), 0)
+        return self._token_set(("longer", k), lambda: self._bitset_of_rows(self.token_rows()[1] > k))
+
+    def tokens_holding(self, byte_set: np.ndarray, count: int) -> np.ndarray:
+        """uint32 bitset (read-only, cached) of the tokens holding at least ``count`` bytes that are
+        in ``byte_set`` (bool ``(256,)``)."""
+        def make() -> np.ndarray:
+            mat, lens, _ = self.token_rows()
+            inside = np.arange(mat.shape[1])[None, :] < lens[:, None]
+            hits = (np.asarray(byte_set, np.bool_)[mat] & inside).sum(axis=1)
+            return self._bitset_of_rows(hits >= count)
+        return self._token_set(("holding", np.packbits(byte_set).tobytes(), int(count)), make)
 
     @functools.cached_property
     def max_token_bytes(self) -> int:

@@ -33,6 +33,10 @@ Nodes
                            over all their NFA states).
 ``RuleRef(name)``          a reference to a named rule of a context-free
                            grammar (resolved by the CFG layer).
+``Counted(item, lo, hi)``  ``item{lo,hi}`` with the count kept at run time,
+                           not in the automaton: one copy of ``item`` in a
+                           loop, ``item`` a prefix code (a JSON string's
+                           characters); see :func:`counted`.
 
 A *token literal* (:func:`token_literal`) stands for one special or added
 token of the vocabulary, not for text: the byte ``0xFF`` (which no UTF-8
@@ -193,6 +197,17 @@ class Embed(Node):
 @dataclass(frozen=True, slots=True, unsafe_hash=False)
 class RuleRef(Node):
     name: str
+    _h: int = field(default=-1, init=False, repr=False, compare=False)
+    _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
+    _s: int = field(default=-1, init=False, repr=False, compare=False)
+    __hash__ = Node.__hash__
+
+
+@dataclass(frozen=True, slots=True, unsafe_hash=False)
+class Counted(Node):
+    item: Node
+    lo: int
+    hi: int | None
     _h: int = field(default=-1, init=False, repr=False, compare=False)
     _r: frozenset | None = field(default=None, init=False, repr=False, compare=False)
     _s: int = field(default=-1, init=False, repr=False, compare=False)
@@ -372,6 +387,32 @@ def plus(item: Node) -> Node:
     return repeat(item, 1, None)
 
 
+def counted(item: Node, lo: int, hi: int | None) -> Node:
+    """``item{lo,hi}`` counted at run time (:class:`Counted`): the automaton holds one copy of
+    ``item`` in a loop, and a matcher counts the items it starts (a counter beside its state), so a
+    bound of thousands costs no states. ``item`` must be a *prefix code* (no string of it is a
+    proper prefix of another, as a JSON string's characters in any spelling): each place where
+    an item may start is then known from the bytes read. Where no counter can be kept (inside an
+    intersection or a difference, in a context-free grammar's rules), the automaton builds
+    :func:`expand` instead.
+
+    Raises
+    ------
+    ValueError
+        If ``lo < 0`` or ``hi < lo``.
+    """
+    if lo < 0 or (hi is not None and hi < lo):
+        raise ValueError(f"bad repetition bounds {{{lo},{hi}}}")
+    if hi == 0 or item in (EMPTY, NOTHING) or (lo == 0 and hi is None):
+        return repeat(item, lo, hi)
+    return Counted(item, lo, hi)
+
+
+def expand(node: Counted) -> Node:
+    """The same language as an ordinary :class:`Repeat` (a copy of the item per count)."""
+    return repeat(node.item, node.lo, node.hi)
+
+
 def join(item: Node, sep: Node) -> Node:
     """``item (sep item)*``: one or more ``item`` separated by ``sep``."""
     if item == NOTHING:
@@ -437,6 +478,7 @@ _CHILDREN = {
     Alt: operator.attrgetter("items"),
     Intersect: operator.attrgetter("items"),
     Repeat: lambda n: (n.item,),
+    Counted: lambda n: (n.item,),
     Subsets: lambda n: (*n.items, n.sep),
     Join: lambda n: (n.item, n.sep),
     Diff: lambda n: (n.left, n.right),
@@ -527,7 +569,7 @@ def size_from_children(node: Node, sizes: list) -> int:
     :func:`children`'s order (the sizes a caller counts its own way, as with rule references
     costing their bodies). Pure."""
     kind = type(node)
-    if kind is Repeat:
+    if kind is Repeat or kind is Counted:  # a Counted as its expansion: the front-end's rule decisions unchanged
         out = 1 + sizes[0] * max(node.hi if node.hi is not None else node.lo + 1, 1)
     elif kind is Subsets:
         out = 1 + sum(sizes[:-1]) + sizes[-1] * (len(node.items) - 1)
@@ -541,8 +583,8 @@ def size_from_children(node: Node, sizes: list) -> int:
 def tree_size(node: Node) -> int:
     """Nodes of the tree expansion of ``node`` (about the NFA states a Thompson construction
     builds from it): bounded repeats count their copies, a literal its bytes, a character
-    set 2, a rule reference 1; an :class:`Embed` one more than its item, a :class:`Quotient` 2; at
-    most :data:`SIZE_CAP`. Cached on every subterm. Pure."""
+    set 2, a rule reference 1; an :class:`Embed` one more than its item, a :class:`Quotient` 2, a
+    :class:`Counted` as the repetition it counts; at most :data:`SIZE_CAP`. Cached on every subterm. Pure."""
     if node._s < 0:
         _analyse(node)
     return node._s

@@ -176,7 +176,9 @@ class GrammarCompiler:
         kwargs = {} if cache_enabled else {"cache_entries": 0}
         self._native = NativeGrammarCompiler(tokenizer_info.native, cache_bytes=None if self._limit < 0 else self._limit,
                                              max_stack_depth=get_max_recursion_depth(),
-                                             token_index=tokenizer_info._token_index(), **kwargs)
+                                             token_index=tokenizer_info._token_index(),
+                                             count_lengths=False,  # regular grammars stay one DFA: serializable
+                                             **kwargs)
 
     @property
     def native(self) -> NativeGrammarCompiler:

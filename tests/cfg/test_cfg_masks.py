@@ -524,12 +524,16 @@ LONG_STRING_SCHEMAS = [
 ]
 
 
+@pytest.mark.parametrize("count_lengths", [False, True], ids=["blocks", "counted"])
 @pytest.mark.parametrize("schema", LONG_STRING_SCHEMAS, ids=["object-max", "array-min-max"])
-def test_masks_equal_brute_force_across_long_string_blocks(schema):
+def test_masks_equal_brute_force_across_long_string_blocks(schema, count_lengths):
+    """The blocks (what a context-free schema or ``count_lengths=False`` gets) and the counted
+    region (a regular schema's, leapgen.compiler.compiled_counted) against the brute force."""
+    from leapgen.compiler.compiled_counted import CountedGrammar
     from leapgen.grammar.json.lengths import BLOCK_LENGTH
 
-    compiled = compiler_for("llama3").compile_json_schema(json.dumps(schema))
-    assert not compiled.is_regular
+    compiled = compiler_for("llama3", count_lengths=count_lengths).compile_json_schema(json.dumps(schema))
+    assert isinstance(compiled, CountedGrammar) == count_lengths and not compiled.is_regular
     oracle = Oracle(compiled)
     matcher = GrammarMatcher(compiled)
     opener = '{"s": "' if schema["type"] == "object" else '["'
@@ -571,7 +575,7 @@ def test_block_end_checks_are_walked_once_not_once_per_block(monkeypatch):
     from leapgen.grammar.json.lengths import BLOCK_LENGTH
 
     schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 32767}}, "required": ["s"]}
-    compiled = compiler_for("llama3").compile_json_schema(json.dumps(schema))
+    compiled = compiler_for("llama3", count_lengths=False).compile_json_schema(json.dumps(schema))
     walks = []
     walk = compiled.token_index.pushdown_walk
     monkeypatch.setattr(compiled.token_index, "pushdown_walk", lambda *a, **k: walks.append(1) or walk(*a, **k))

@@ -19,7 +19,10 @@ Passes, in order (each subschema is compiled with its JSON pointer)
    ``numbers``, ``strings``, ``formats``, ``lengths``, ``literal_sets``;
    ``containers`` (arrays) with ``unique``; ``objects``.
 5. Rules (``rules``): which ``$ref`` targets and large subschemas stay rules;
-   the rest is inlined by :mod:`leapgen.grammar.cfg`. Result: one
+   the rest is inlined by :mod:`leapgen.grammar.cfg`. With ``count_lengths``,
+   long string lengths are counted regions (``lengths``), kept where every rule
+   inlines into one regular node and written out before the rules are decided
+   otherwise. Result: one
    :class:`~leapgen.grammar.ir.Node`, or an :class:`~leapgen.grammar.ir.Grammar`
    when recursion (or a large shared rule) is left, plus the warnings.
 
@@ -36,7 +39,7 @@ Keyword -> file
       dependentSchemas, dependencies
     minimum, maximum, exclusiveMinimum/Maximum,          scalars -> numbers
       multipleOf
-    minLength, maxLength                                 scalars -> strings, lengths (> 256)
+    minLength, maxLength                                 scalars -> strings, lengths (> 256, counted)
     pattern                                              scalars -> strings (re-encoding)
     format                                               scalars -> formats
     prefixItems, items, additionalItems, minItems,       containers

@@ -22,19 +22,31 @@ partial blocks' tails are one automaton once minimized) and one in the
 block rule, and the language stays exact. It needs
 the pushdown layer (CFG mode, outside intersections): elsewhere the caller
 falls back to a warning.
+
+With ``count_lengths`` (the native compiler's JSON Schemas), a plain string
+whose bound passes :data:`COUNTED_MIN_LENGTH` is a *counted region*
+instead (:func:`counted_content`, :class:`ir.Counted`): one character in a
+loop, its count kept by the matcher beside its state
+(:mod:`leapgen.automata.counted`), so any bound costs the automaton nothing
+and the positions of a string far from its bounds share one mask. That
+holds where the whole schema is one regular language; where rules stay
+(recursion, rules kept against duplication), :func:`expand_counted_rules`
+writes each region out as above before the rules are decided.
 """
 
 from __future__ import annotations
 
 from .. import ir
 from ..ir import Node
-from .strings import string_content
+from .strings import CHAR_ANY, string_content
 
 MAX_EXACT_LENGTH = 256
 """Largest ``minLength``/``maxLength`` counted by the regular automaton alone."""
 BLOCK_LENGTH = 128
 """Characters per call of the block rule."""
 BLOCK_RULE = "len:block"
+COUNTED_MIN_LENGTH = 32
+"""Smallest ``minLength``/``maxLength`` made a counted region (shorter bounds cost few states)."""
 
 
 def blocked_content(c, lo: int, hi: int | None) -> Node:
@@ -79,3 +91,82 @@ def _called_blocks(lo: int, hi: int | None) -> Node:
         parts.append(ir.seq(ir.repeat(block, ql, qh - 1), string_content(0, BLOCK_LENGTH - 1)))
     parts.append(ir.seq(ir.repeat(block, qh, qh), string_content(0, rh)))
     return ir.alt(*parts)
+
+
+def counted_content(c, lo: int, hi: int | None) -> Node | None:
+    """String contents of ``lo..hi`` characters as a counted region, or None where the compiler
+    ``c`` does not count lengths here (not asked, inside an intersection, or without CFG rules to
+    write a long bound out with if the schema turns out context-free) or the bounds are small
+    (:data:`COUNTED_MIN_LENGTH`). Marks ``c.counted``."""
+    if not (c.count_lengths and c.recursion_by_rules) or max(lo, hi or 0) < COUNTED_MIN_LENGTH:
+        return None
+    c.counted = True
+    return ir.counted(CHAR_ANY, lo, hi)
+
+
+def expand_counted_rules(c, rules: dict) -> dict:
+    """``rules`` (name -> body, ``"root"`` included) with every counted region written out as a
+    compile without counting writes it (:func:`string_content`, or :func:`blocked_content` past
+    :data:`MAX_EXACT_LENGTH`); the block rule joins ``c.rules`` and the result. Pure but for ``c``."""
+    memo: dict = {}
+
+    def expand(node: Node) -> Node:
+        got = memo.get(node)
+        if got is not None:
+            return got
+        kind = type(node)
+        if kind is ir.Counted:
+            lo, hi = node.lo, node.hi
+            out = blocked_content(c, lo, hi) if max(lo, hi or 0) > MAX_EXACT_LENGTH else string_content(lo, hi)
+        elif kind is ir.Seq:
+            out = ir.seq(*map(expand, node.items))
+        elif kind is ir.Alt:
+            out = ir.alt(*map(expand, node.items))
+        elif kind is ir.Intersect:
+            out = ir.intersect(*map(expand, node.items))
+        elif kind is ir.Repeat:
+            out = ir.repeat(expand(node.item), node.lo, node.hi)
+        elif kind is ir.Subsets:
+            out = ir.subsets([expand(i) for i in node.items], expand(node.sep))
+        elif kind is ir.Join:
+            out = ir.join(expand(node.item), expand(node.sep))
+        elif kind is ir.Diff:
+            out = ir.diff(expand(node.left), expand(node.right))
+        elif kind is ir.Quotient:
+            out = ir.quotient(expand(node.left), node.suffix)
+        elif kind is ir.Embed:
+            out = ir.embed(expand(node.item))
+        else:
+            out = node
+        memo[node] = out
+        return out
+
+    out = {name: expand(body) for name, body in rules.items()}
+    c.rules.update({name: body for name, body in out.items() if name != "root"})
+    out.update(c.rules)
+    return out
+
+
+def counted_size(node: Node) -> int:
+    """:func:`ir.tree_size` of ``node`` with each counted region counted once (its loop holds one
+    copy of the item), at most :data:`ir.SIZE_CAP`. Pure."""
+    memo: dict = {}
+    stack = [node]
+    while stack:  # children first, iteratively (deep IR)
+        n = stack[-1]
+        if n in memo:
+            stack.pop()
+            continue
+        kids = ir.children(n)
+        pending = [k for k in kids if k not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        if type(n) is ir.Counted:
+            memo[n] = 1 + memo[n.item]
+        elif kids:
+            memo[n] = ir.size_from_children(n, [memo[k] for k in kids])
+        else:
+            memo[n] = ir.tree_size(n)
+    return memo[node]

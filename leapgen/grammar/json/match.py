@@ -27,6 +27,8 @@ def nullable(node: Node, memo: dict | None = None) -> bool:
     """Whether ``node`` matches the empty string."""
     if memo is not None and node in memo:
         return memo[node]
+    if isinstance(node, ir.Counted):  # matched as the repetition it counts
+        node = ir.expand(node)
     if isinstance(node, ir.Bytes):
         out = not node.data
     elif isinstance(node, (ir.ByteSet, ir.CharSet)):
@@ -60,6 +62,8 @@ def derive(node: Node, cp: int, memo: dict) -> Node:
     hit = memo.get(key)
     if hit is not None:
         return hit
+    if isinstance(node, ir.Counted):
+        node = ir.expand(node)
     if isinstance(node, ir.Bytes):
         try:
             text = node.data.decode("utf-8")
@@ -133,7 +137,7 @@ def _boundaries(node: Node, out: set, seen: set) -> None:
                 out.add(hi + 1)
         elif isinstance(n, (ir.Seq, ir.Alt, ir.Intersect)):
             stack.extend(n.items)
-        elif isinstance(n, (ir.Repeat, ir.Embed)):
+        elif isinstance(n, (ir.Repeat, ir.Embed, ir.Counted)):
             stack.append(n.item)
         elif isinstance(n, ir.Join):
             stack.extend((n.item, n.sep))

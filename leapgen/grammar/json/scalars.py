@@ -17,7 +17,7 @@ from ..ir import Node
 from ..regex import parse_regex
 from .containers import count_arg
 from .formats import FORMATS, NARROWED_FORMATS
-from .lengths import MAX_EXACT_LENGTH, blocked_content
+from .lengths import MAX_EXACT_LENGTH, blocked_content, counted_content
 from .merge import NON_INTEGER, NOT_FORMATS, NOT_PATTERNS, Patterns, join_pointer
 from .numbers import NO_EXPONENT, NON_INTEGER_NUMBER, decimal_spellings, int_range, multiple_of, number_range
 from .strings import PatternEncodeError, json_encode_regex, quoted, spell_any, string_content
@@ -114,6 +114,9 @@ def compile_string(c, schema: dict, ptr: str, depth: int) -> Node:
     if hi is not None and lo > hi:
         return ir.NOTHING
     parts = _content_constraints(c, schema, ptr)
+    counted = None if parts else counted_content(c, lo, hi)
+    if counted is not None:
+        return quoted(counted)
     if max(lo, hi or 0) > MAX_EXACT_LENGTH:
         if not parts and c.recursion_by_rules:
             return quoted(blocked_content(c, lo, hi))

@@ -144,17 +144,18 @@ from leapgen.errors import SchemaError
 
 from .. import ir
 from ..ir import Node
-from ..cfg import inline_rules, rule_refs, simplify_grammar
+from ..cfg import _recursive_rules, inline_rules, rule_refs, simplify_grammar
 from .applicators import ANNOTATIONS, Applicators
 from .containers import compile_array
 from .document import load_schema, too_deep
 from .formats import FORMATS, STANDARD_FORMATS
 from .layout import ANY_VALUE_DEPTH, Layout, any_value, any_value_rule, make_layout
+from .lengths import counted_size, expand_counted_rules
 from .merge import (ABSENT, BLIND_ITEMS, MISSING, NON_INTEGER, NOT_ENUM, NOT_FORMATS, NOT_PATTERNS, PROPS,
                     TYPE_NAMES, VALIDATION_KEYWORDS)
 from .objects import compile_object
 from .refs import RefIndex, join_pointer
-from .rules import DUPLICATION_BUDGETS, expanded_size, grammar_size, kept_rules
+from .rules import DUPLICATION_BUDGETS, TARGET_SIZE, expanded_size, grammar_size, kept_rules
 from .scalars import compile_integer, compile_number, compile_string, exclude_values
 from .values import check, check_json_value, dedupe, json_equal, values_node
 
@@ -219,7 +220,8 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separators=None,
                       strict_mode: bool = True, max_whitespace: int = 20, any_order: bool = False,
-                      cfg: bool = True, whitespace: Node | None = None) -> tuple[Node | ir.Grammar, list[str]]:
+                      cfg: bool = True, whitespace: Node | None = None,
+                      count_lengths: bool = False) -> tuple[Node | ir.Grammar, list[str]]:
     """Compile a JSON Schema to byte-level grammar IR.
 
     Parameters
@@ -255,6 +257,11 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
         The language of each whitespace run (implies ``any_whitespace``);
         None: ``[ \\t\\n\\r]{0,max_whitespace}``. The caller makes sure
         it matches JSON whitespace only.
+    count_lengths : bool, default False
+        Long ``minLength``/``maxLength`` of plain strings as counted regions
+        (:class:`ir.Counted`, :mod:`.lengths`): the count is kept by the
+        matcher, not by states. Only where the result is one regular node;
+        else (recursion, rules kept) they are written out as without it.
 
     Returns
     -------
@@ -279,7 +286,8 @@ def json_schema_to_ir(schema, *, any_whitespace: bool = True, indent=None, separ
     schema = load_schema(schema)
     _refuse_lone_surrogates(schema)
     ignored = any_whitespace and (indent is not None or separators is not None)
-    options = dict(strict_mode=strict_mode, cfg=cfg, ignored_layout=ignored, any_order=bool(any_order))
+    options = dict(strict_mode=strict_mode, cfg=cfg, ignored_layout=ignored, any_order=bool(any_order),
+                   count_lengths=bool(count_lengths))
     try:
         try:
             return _compile(schema, layout, exclusive_one_of=True, **options)
@@ -295,10 +303,11 @@ class _TooLarge(Exception):
 
 
 def _compile(schema, layout: Layout, *, strict_mode: bool, cfg: bool, ignored_layout: bool, any_order: bool,
-             exclusive_one_of: bool):
+             exclusive_one_of: bool, count_lengths: bool):
     comp = _Compiler(schema, layout, strict_mode, cfg)
     comp.exclusive_one_of = exclusive_one_of
     comp.any_order = any_order
+    comp.count_lengths = count_lengths
     if ignored_layout:
         comp.warn("", "indent/separators are ignored because any_whitespace=True")
     try:
@@ -308,17 +317,42 @@ def _compile(schema, layout: Layout, *, strict_mode: bool, cfg: bool, ignored_la
             raise _TooLarge() from exc
         raise
     rules = {"root": node, **comp.rules}
-    if comp.used_exclusive and grammar_size(rules) > MAX_EXCLUSIVE_SIZE:
-        raise _TooLarge()
-    if comp.rules and comp.rules.keys() <= comp.candidate_names and expanded_size(rules) <= INLINE_ALL_SIZE:
-        node = inline_rules(rules, "root")  # no rule recurses, and kept_rules would keep none: sooner
-    elif comp.rules:
-        refs = {name: rule_refs(body) for name, body in rules.items()}
-        kept = kept_rules(rules, "root", refs) | comp.forced_rules
-        node = simplify_grammar(ir.Grammar(rules, "root", kept, tuple(comp.keyed)), refs)
+    regular = _regular_with_counts(rules) if comp.counted and not comp.used_exclusive else None
+    if regular is not None:
+        node = regular
+    else:
+        if comp.counted:
+            rules = expand_counted_rules(comp, rules)  # what a compile without counting makes
+        node = _decide_rules(comp, rules)
     if node == ir.NOTHING:
         raise SchemaError("the schema admits no JSON value", pointer="")
     return node, comp.warnings
+
+
+def _decide_rules(comp, rules: dict) -> Node | ir.Grammar:
+    """The root with the rules inlined that need not stay (:func:`.rules.kept_rules`)."""
+    if comp.used_exclusive and grammar_size(rules) > MAX_EXCLUSIVE_SIZE:
+        raise _TooLarge()
+    if comp.rules and comp.rules.keys() <= comp.candidate_names and expanded_size(rules) <= INLINE_ALL_SIZE:
+        return inline_rules(rules, "root")  # no rule recurses, and kept_rules would keep none: sooner
+    if comp.rules:
+        refs = {name: rule_refs(body) for name, body in rules.items()}
+        kept = kept_rules(rules, "root", refs) | comp.forced_rules
+        return simplify_grammar(ir.Grammar(rules, "root", kept, tuple(comp.keyed)), refs)
+    return rules["root"]
+
+
+def _regular_with_counts(rules: dict) -> Node | None:
+    """The schema's language as one regular node keeping its counted strings (:class:`ir.Counted`):
+    every rule inlined, where none recurses and the automaton stays within the rules' size target
+    counting each region once (:func:`.lengths.counted_size`); else None (a context-free grammar
+    keeps no counter: the caller writes the counts out and decides the rules as without them)."""
+    if len(rules) > 1:
+        refs = {name: rule_refs(body) & rules.keys() for name, body in rules.items()}
+        if _recursive_rules(refs):
+            return None
+    node = inline_rules(rules, "root") if len(rules) > 1 else rules["root"]
+    return node if counted_size(node) <= TARGET_SIZE else None
 
 
 _ptr = join_pointer
@@ -355,6 +389,8 @@ class _Compiler(Applicators):
         self.any_order = False  # objects' members in any order (keyed objects)
         self.keyed: list[ir.KeyedObject] = []  # the keyed objects made (:mod:`.keyed`), their rules in self.rules
         self._cfg_asked = bool(cfg)
+        self.count_lengths = False  # long string lengths as counted regions (ir.Counted; see .lengths)
+        self.counted = False  # a counted region was made
 
     # -- bookkeeping ---------------------------------------------------------
 

@@ -1,0 +1,172 @@
+"""CountedGrammar: a DFA with counted regions bound to one vocabulary (see :mod:`leapgen.automata.counted`).
+
+A matcher state is ``(dfa state, count)``. A token's mask depends on the count only near the
+region's bounds: a token starts at most as many items as it has bytes (``T``, the longest
+token's), so once the count is at least ``lo`` and ``hi`` is ``T`` or more away, every count
+gives the same mask. A row is therefore kept per *row key* ``(state, need, room)`` with
+``need = min(max(lo - count, 0), T + 1)`` and ``room = min(hi - count, T)`` (``(state, 0, T)``
+outside a region): the positions of a string far from its bounds share one row, where the
+expanded automaton had a state, and a first visit, per position.
+
+A row is the row of the DFA with the counts dropped (:attr:`CountedDfa.flat_trans`, computed
+by the token index's usual walk, slices included), then the tokens that the counts may refuse
+are walked again with them (:func:`~leapgen.compiler.counted_kernels.refuse_counted`): near
+``hi`` the tokens longer than ``room`` bytes, below ``lo`` the tokens holding a byte that may
+end the region, and, where some region could be broken by a token that enters it (``lo > 0``,
+or ``hi < T``), the tokens holding two such bytes (or one, and longer than the smallest
+``hi``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from leapgen.automata.counted import CountedDfa
+from leapgen.compiler.compiled import CompiledGrammar
+from leapgen.compiler.counted_kernels import refuse_counted
+from leapgen.compiler.token_index import LoopJumps
+
+State = tuple  # (dfa state, count)
+
+
+class CountedGrammar(CompiledGrammar):
+    """A compiled grammar whose automaton counts repetitions at run time; states are
+    ``(dfa state, count)`` pairs. See :class:`CompiledGrammar` and the module docstring.
+
+    Parameters
+    ----------
+    automaton : CountedDfa
+    tokenizer_info, token_index
+        As :class:`CompiledGrammar`.
+
+    Attributes
+    ----------
+    automaton : CountedDfa
+    """
+
+    is_regular = False  # states are pairs (the matcher's inline DFA walk does not apply)
+
+    def __init__(self, automaton: CountedDfa, tokenizer_info, token_index, **kwargs):
+        super().__init__(tokenizer_info, token_index, **kwargs)
+        self.automaton = automaton
+        a = automaton
+        self._accepting = a.dfa.accepting.tolist()
+        self._region_of = a.region_of.tolist()
+        self._lo, self._hi = a.lo.tolist(), a.hi.tolist()
+        self._horizon = max(token_index.max_token_bytes, 1)
+        self._live = np.ones(a.n_states, np.int8)  # trimmed: every state can still finish
+        self._slice_memo = token_index.new_slice_memo(a.n_states)
+        self._loops = LoopJumps()
+        self._flat_rows: dict[int, np.ndarray] = {}  # dfa state -> row with the counts dropped (stop bits aside)
+        horizon = self._horizon
+        self._enter_risk = bool(((a.lo > 0) | (a.hi < horizon)).any())  # a token may break a region it enters
+        self._min_hi = int(a.hi.min()) if len(a.hi) else horizon
+        self._kernel_args = (a.byte_trans, a.item_to, a.end_to, a.boundary_region, a.lo, a.hi)
+        self._table_bytes = sum(int(x.nbytes) for x in (a.byte_trans, a.flat_trans, a.item_to, a.end_to,
+                                                        a.boundary_region, a.region_of))
+
+    @property
+    def n_states(self) -> int:
+        """States of the DFA (counts aside)."""
+        return self.automaton.n_states
+
+    @property
+    def start_state(self) -> State:
+        return self.automaton.start
+
+    def walk(self, state: State, data: bytes) -> State | None:
+        return self.automaton.walk(state, data)
+
+    def is_accepting(self, state) -> bool:
+        return self._accepting[state[0]]
+
+    def _forced_byte(self, state: State) -> int:
+        if self._accepting[state[0]]:
+            return -1
+        live = np.flatnonzero(self.automaton.next_bytes(state))
+        return int(live[0]) if len(live) == 1 else -1
+
+    # -- rows, by row key ------------------------------------------------------------------
+
+    def row_key(self, state: State) -> tuple[int, int, int]:
+        """The key of ``state``'s row (see the module docstring); pure."""
+        q, c = state
+        k = self._region_of[q]
+        if k < 0:
+            return q, 0, self._horizon
+        return q, min(max(self._lo[k] - c, 0), self._horizon + 1), min(self._hi[k] - c, self._horizon)
+
+    def bitmask_row(self, state: State) -> tuple[np.ndarray, bool]:
+        """As :meth:`CompiledGrammar.bitmask_row`, cached per row key (states of one key share it)."""
+        key = self.row_key(state)
+        got = self._rows.get(key)
+        if got is not None:
+            self.mask_cache_hits += 1
+            return got
+        self.mask_cache_misses += 1
+        words = self._allowed_bits(state)
+        self.token_index.set_stop_bits(words, self.is_accepting(state))
+        row = words.view(np.int32)
+        row.flags.writeable = False
+        got = (row, not self.token_index.allows_everything(words))
+        with self._lock:
+            self._rows[key] = got
+            while len(self._rows) > self._max_cached_rows:
+                self._rows.popitem(last=False)
+        if self.on_grow is not None:
+            self.on_grow(self)
+        return got
+
+    def write_row(self, state: State, out: np.ndarray) -> bool:
+        row, need_apply = self.bitmask_row(state)
+        out[:] = row
+        return need_apply
+
+    def has_bitmask_row(self, state: State) -> bool:
+        return self.row_key(state) in self._rows
+
+    def _flat_row(self, q: int) -> np.ndarray:
+        """uint32 row of DFA state ``q`` with the counts dropped (cached; read-only)."""
+        got = self._flat_rows.get(q)
+        if got is None:
+            got = self.token_index.token_row(self.automaton.flat_trans, q, self._live, self._slice_memo,
+                                             self._slices, self._loops, self._flat_row)
+            got.flags.writeable = False
+            self._flat_rows[q] = got
+        return got
+
+    def _allowed_bits(self, state: State) -> np.ndarray:
+        q, c = state
+        words = self._flat_row(q).copy()
+        candidates = self._candidates(q, c)
+        if candidates is not None:
+            index = self.token_index
+            matrix, lengths, row_of_id = index.token_rows()
+            refuse_counted(words, candidates, *self._kernel_args, q, c, matrix, lengths, row_of_id)
+        return words
+
+    def _candidates(self, q: int, c: int) -> np.ndarray | None:
+        """uint32 bitset of the tokens the counts may refuse from ``(q, c)``, or None for none."""
+        index, horizon = self.token_index, self._horizon
+        entry = self.automaton.entry_bytes
+        parts = []
+        k = self._region_of[q]
+        if k >= 0:
+            room = self._hi[k] - c
+            if room < horizon:
+                parts.append(index.tokens_longer_than(room))
+            if c < self._lo[k]:
+                parts.append(index.tokens_holding(entry, 1))
+        if self._enter_risk:
+            parts.append(index.tokens_holding(entry, 2))
+            if self._min_hi < horizon:
+                parts.append(index.tokens_holding(entry, 1) & index.tokens_longer_than(self._min_hi))
+        if not parts:
+            return None
+        return np.bitwise_or.reduce(parts) if len(parts) > 1 else parts[0].copy()  # writable: one kernel signature
+
+    def memory_size_bytes(self) -> int:
+        """Approximate bytes held: the rows cached (one per row key), the rows with the counts
+        dropped, the slice memo and the automaton's tables."""
+        return (super().memory_size_bytes() + len(self._flat_rows) * self._row_bytes
+                + int(self._slice_memo.nbytes) + self._table_bytes)

@@ -1,0 +1,133 @@
+"""String lengths counted at run time (leapgen.automata.counted, leapgen.compiler.compiled_counted).
+
+A JSON Schema string with a long minLength/maxLength compiles to a CountedGrammar: one character
+in a loop, the count kept beside the DFA state. Checked here against what the same schema gives
+with the lengths in the automaton (``count_lengths=False``, the path the oracle suites check):
+every mask, verdict and forced string along random walks; against ``jsonschema`` on the lengths
+themselves; and the fallbacks (regions the automaton cannot follow, context-free grammars).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from leapgen import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
+from leapgen.compiler.compiled_counted import CountedGrammar
+
+jsonschema = pytest.importorskip("jsonschema")
+
+SCHEMAS = [
+    {"type": "object", "additionalProperties": False, "required": ["a", "b"],
+     "properties": {"a": {"type": "string", "maxLength": 40}, "b": {"type": "string", "minLength": 35},
+                    "c": {"type": "string", "minLength": 1, "maxLength": 60},
+                    "d": {"type": ["string", "null"], "maxLength": 300}}},
+    {"type": "array", "maxItems": 3, "items": {"type": "string", "minLength": 33, "maxLength": 34}},
+    {"type": "string", "minLength": 32, "maxLength": 33},
+]
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama3"])
+def compilers(request, grammar_compiler):
+    counted = grammar_compiler(request.param)
+    plain = GrammarCompiler(counted.tokenizer_info, count_lengths=False, token_index=counted.token_index, warm_up=False)
+    return counted, plain
+
+
+def _bits(matcher: GrammarMatcher, vocab_size: int) -> np.ndarray:
+    mask = allocate_token_bitmask(1, vocab_size).numpy()
+    matcher.fill_next_token_bitmask(mask, 0)
+    return np.unpackbits(mask.view(np.uint8), bitorder="little")[:vocab_size].astype(bool)
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_counted_masks_equal_the_lengths_written_out(compilers, index):
+    """Random walks (tokens drawn from the mask, half of them the longest allowed, so that strings
+    reach their bounds): the counted grammar's masks, verdicts, completion and jump-forward strings
+    equal those of the same schema with the lengths in the automaton."""
+    counted, plain = compilers
+    schema = SCHEMAS[index]
+    g = counted.compile_json_schema(schema, any_whitespace=False)
+    h = plain.compile_json_schema(schema, any_whitespace=False)
+    assert isinstance(g, CountedGrammar) and not isinstance(h, CountedGrammar)
+    assert g.n_states < h.n_states / 4
+    info = g.tokenizer_info
+    lengths = np.array([len(b) for b in info.token_bytes])
+    rng = random.Random(index)
+    near_bound = 0
+    for _ in range(12):
+        mg, mh = GrammarMatcher(g), GrammarMatcher(h)
+        for _ in range(120):
+            key = g.row_key(mg.state)
+            near_bound += key[1] > 0 or key[2] < g._horizon
+            got, want = _bits(mg, info.vocab_size), _bits(mh, info.vocab_size)
+            bad = np.flatnonzero(got != want)
+            assert bad.size == 0, [(int(t), info.token_bytes[t], bool(got[t])) for t in bad[:5]]
+            assert mg.find_jump_forward_string() == mh.find_jump_forward_string()
+            assert mg.is_completed() == mh.is_completed()
+            allowed = np.flatnonzero(want & (lengths > 0))
+            if not len(allowed):
+                break
+            t = int(allowed[np.argmax(lengths[allowed])]) if rng.random() < 0.5 else int(rng.choice(allowed))
+            rejected = int(rng.choice(np.flatnonzero(~want & (lengths > 0))))
+            assert mg.accept_token(rejected) is False and mh.accept_token(rejected) is False
+            assert mg.accept_token(t) and mh.accept_token(t)
+    assert near_bound > 20  # the walks reached the bounds, where counts decide
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 40), (35, None), (33, 34), (1, 300), (300, 310)])
+def test_counted_lengths_agree_with_jsonschema(grammar_compiler, lo, hi):
+    """Strings around both bounds, in several spellings (escapes, multi-byte, surrogate pairs count
+    one character each): accepted exactly when jsonschema validates them."""
+    schema = {"type": "string", "minLength": lo} | ({} if hi is None else {"maxLength": hi})
+    compiled = grammar_compiler("llama3").compile_json_schema(schema, any_whitespace=False)
+    assert isinstance(compiled, CountedGrammar)
+    validator = jsonschema.Draft202012Validator(schema)
+    for n in sorted({0, 1, lo - 1, lo, lo + 1, (hi or lo + 5) - 1, hi or lo + 5, (hi or lo + 5) + 1}):
+        if n < 0:
+            continue
+        for unit in ("a", "é", "\U0001F600", "\n", '"'):
+            text = unit * n
+            for doc in {json.dumps(text), json.dumps(text, ensure_ascii=False)}:
+                m = GrammarMatcher(compiled)
+                ok = m.accept_string(doc) and m.is_completed()
+                assert ok == validator.is_valid(text), (n, unit, doc[:20])
+
+
+def test_count_refuses_the_character_past_max_and_forces_the_quote(grammar_compiler):
+    """At maxLength the only way on is the closing quote: no token holding another character is
+    allowed, and jump-forward forces it."""
+    compiled = grammar_compiler("llama3").compile_json_schema({"type": "string", "maxLength": 50},
+                                                              any_whitespace=False)
+    m = GrammarMatcher(compiled)
+    assert m.accept_string('"' + "x" * 50)
+    bits = _bits(m, compiled.tokenizer_info.vocab_size)
+    allowed = [compiled.tokenizer_info.token_bytes[t] for t in np.flatnonzero(bits)]
+    assert allowed and all(b.startswith(b'"') for b in allowed)
+    assert m.find_jump_forward_string() == '"'
+
+
+def test_regions_the_automaton_cannot_follow_fall_back(compilers):
+    """Two bounded strings one DFA state cannot tell apart (anyOf), and a bounded string inside a
+    difference (an excluded enum value): compiled with the lengths written out, the same masks."""
+    counted, plain = compilers
+    for schema in ({"anyOf": [{"type": "string", "maxLength": 40}, {"type": "string", "minLength": 50}]},
+                   {"type": "string", "maxLength": 40, "not": {"enum": ["abc"]}}):
+        g = counted.compile_json_schema(schema, any_whitespace=False)
+        h = plain.compile_json_schema(schema, any_whitespace=False)
+        assert not isinstance(g, CountedGrammar) and g.n_states == h.n_states
+        m = GrammarMatcher(g)
+        assert m.accept_string('"' + "y" * 40 + '"') and m.is_completed()
+
+
+def test_context_free_schemas_write_lengths_out(compilers):
+    """A recursive schema keeps no counter: the same context-free grammar as without counting."""
+    counted, plain = compilers
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 100}, "rest": {}},
+              "required": ["name"]}
+    g = counted.compile_json_schema(schema, any_whitespace=False)
+    h = plain.compile_json_schema(schema, any_whitespace=False)
+    assert type(g) is type(h) and not g.is_regular and g.n_states == h.n_states
