@@ -8,13 +8,14 @@ gives the same mask. A row is therefore kept per *row key* ``(state, need, room)
 outside a region): the positions of a string far from its bounds share one row, where the
 expanded automaton had a state, and a first visit, per position.
 
-A row is the row of the DFA with the counts dropped (:attr:`CountedDfa.flat_trans`, computed
-by the token index's usual walk, slices included), then the tokens that the counts may refuse
-are walked again with them (:func:`~leapgen.compiler.counted_kernels.refuse_counted`): near
-``hi`` the tokens longer than ``room`` bytes, below ``lo`` the tokens holding a byte that may
-end the region, and, where some region could be broken by a token that enters it (``lo > 0``,
-or ``hi < T``), the tokens holding two such bytes (or one, and longer than the smallest
-``hi``).
+A row is the row of the DFA state with the counts dropped (:attr:`CountedDfa.flat_trans`,
+computed once per state by the token index's usual walk, slices included), less the tokens the
+counts refuse: the tokens they may refuse are walked again with them
+(:func:`~leapgen.compiler.counted_kernels.refuse_counted`): near ``hi`` the tokens longer than
+``room`` bytes, below ``lo`` the tokens holding a byte that may end the region, and, where some
+region could be broken by a token that enters it (``lo > 0``, or ``hi < T``), the tokens holding
+two such bytes (or one, and longer than the smallest ``hi``). Where none is refused (most keys:
+``room`` only cuts the few tokens longer than it) the key shares the state's row, no copy.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class CountedGrammar(CompiledGrammar):
         self._live = np.ones(a.n_states, np.int8)  # trimmed: every state can still finish
         self._slice_memo = token_index.new_slice_memo(a.n_states)
         self._loops = LoopJumps()
-        self._flat_rows: dict[int, np.ndarray] = {}  # dfa state -> row with the counts dropped (stop bits aside)
+        self._flat_rows: dict[int, tuple] = {}  # dfa state -> (row, need_apply) with the counts dropped
         horizon = self._horizon
         self._enter_risk = bool(((a.lo > 0) | (a.hi < horizon)).any())  # a token may break a region it enters
         self._min_hi = int(a.hi.min()) if len(a.hi) else horizon
@@ -97,18 +98,25 @@ class CountedGrammar(CompiledGrammar):
         return q, min(max(self._lo[k] - c, 0), self._horizon + 1), min(self._hi[k] - c, self._horizon)
 
     def bitmask_row(self, state: State) -> tuple[np.ndarray, bool]:
-        """As :meth:`CompiledGrammar.bitmask_row`, cached per row key (states of one key share it)."""
+        """As :meth:`CompiledGrammar.bitmask_row`, cached per row key: states of one key share the
+        row, and a key whose counts refuse no token shares its DFA state's row with the counts dropped."""
         key = self.row_key(state)
         got = self._rows.get(key)
         if got is not None:
             self.mask_cache_hits += 1
             return got
         self.mask_cache_misses += 1
-        words = self._allowed_bits(state)
-        self.token_index.set_stop_bits(words, self.is_accepting(state))
-        row = words.view(np.int32)
-        row.flags.writeable = False
-        got = (row, not self.token_index.allows_everything(words))
+        q, c = state
+        got = base = self._flat_entry(q)
+        candidates = self._candidates(q, c)
+        if candidates is not None:
+            refused = self.token_index.empty_words()
+            words = base[0].view(np.uint32)
+            if refuse_counted(words, candidates, refused, *self._kernel_args, q, c, *self.token_index.token_rows()):
+                words = words & ~refused
+                row = words.view(np.int32)
+                row.flags.writeable = False
+                got = (row, not self.token_index.allows_everything(words))
         with self._lock:
             self._rows[key] = got
             while len(self._rows) > self._max_cached_rows:
@@ -125,48 +133,61 @@ class CountedGrammar(CompiledGrammar):
     def has_bitmask_row(self, state: State) -> bool:
         return self.row_key(state) in self._rows
 
-    def _flat_row(self, q: int) -> np.ndarray:
-        """uint32 row of DFA state ``q`` with the counts dropped (cached; read-only)."""
-        got = self._flat_rows.get(q)
-        if got is None:
-            got = self.token_index.token_row(self.automaton.flat_trans, q, self._live, self._slice_memo,
-                                             self._slices, self._loops, self._flat_row)
-            got.flags.writeable = False
-            self._flat_rows[q] = got
-        return got
-
     def _allowed_bits(self, state: State) -> np.ndarray:
-        q, c = state
-        words = self._flat_row(q).copy()
-        candidates = self._candidates(q, c)
-        if candidates is not None:
-            index = self.token_index
-            matrix, lengths, row_of_id = index.token_rows()
-            refuse_counted(words, candidates, *self._kernel_args, q, c, matrix, lengths, row_of_id)
+        words = self.bitmask_row(state)[0].view(np.uint32).copy()
+        self.token_index.set_stop_bits(words, False)  # stop tokens aside, as the base class says
         return words
 
+    def _flat_words(self, q: int) -> np.ndarray:
+        """uint32 row of DFA state ``q`` with the counts dropped, stop tokens aside (for the walks'
+        LOOP jumps; read-only)."""
+        return self._flat_entry(q)[0].view(np.uint32)
+
+    def _flat_entry(self, q: int) -> tuple[np.ndarray, bool]:
+        """``(row, need_apply)`` of DFA state ``q`` with the counts dropped, stop tokens included
+        (cached per state; the row int32, read-only)."""
+        got = self._flat_rows.get(q)
+        if got is None:
+            words = self.token_index.token_row(self.automaton.flat_trans, q, self._live, self._slice_memo,
+                                               self._slices, self._loops, self._flat_words)
+            self.token_index.set_stop_bits(words, self._accepting[q])
+            row = words.view(np.int32)
+            row.flags.writeable = False
+            got = self._flat_rows[q] = (row, not self.token_index.allows_everything(words))
+        return got
+
     def _candidates(self, q: int, c: int) -> np.ndarray | None:
-        """uint32 bitset of the tokens the counts may refuse from ``(q, c)``, or None for none."""
-        index, horizon = self.token_index, self._horizon
-        entry = self.automaton.entry_bytes
-        parts = []
+        """int32 ids of the tokens the counts may refuse from ``(q, c)``, or None for none (read-only;
+        cached by what they are made of, for every grammar of the vocabulary)."""
         k = self._region_of[q]
-        if k >= 0:
-            room = self._hi[k] - c
+        horizon = self._horizon
+        room = min(self._hi[k] - c, horizon) if k >= 0 else horizon
+        below = k >= 0 and c < self._lo[k]
+        risk = self._enter_risk
+        if room >= horizon and not below and not risk:
+            return None
+        min_hi = self._min_hi if risk and self._min_hi < horizon else None
+        entry = self.automaton.entry_bytes
+        index = self.token_index
+
+        def make() -> np.ndarray:
+            parts = []
             if room < horizon:
                 parts.append(index.tokens_longer_than(room))
-            if c < self._lo[k]:
+            if below:
                 parts.append(index.tokens_holding(entry, 1))
-        if self._enter_risk:
-            parts.append(index.tokens_holding(entry, 2))
-            if self._min_hi < horizon:
-                parts.append(index.tokens_holding(entry, 1) & index.tokens_longer_than(self._min_hi))
-        if not parts:
-            return None
-        return np.bitwise_or.reduce(parts) if len(parts) > 1 else parts[0].copy()  # writable: one kernel signature
+            if risk:
+                parts.append(index.tokens_holding(entry, 2))
+                if min_hi is not None:
+                    parts.append(index.tokens_holding(entry, 1) & index.tokens_longer_than(min_hi))
+            words = np.bitwise_or.reduce(parts) if len(parts) > 1 else parts[0]
+            return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).astype(np.int32)
+
+        return index.token_set(("counted", entry.tobytes(), room, below, risk, min_hi), make)
 
     def memory_size_bytes(self) -> int:
-        """Approximate bytes held: the rows cached (one per row key), the rows with the counts
-        dropped, the slice memo and the automaton's tables."""
+        """Approximate bytes held: the rows cached (counted once per row key, shared or not), the rows
+        with the counts dropped, the slice memo and the automaton's tables (the candidate tokens' sets
+        belong to the vocabulary's token index)."""
         return (super().memory_size_bytes() + len(self._flat_rows) * self._row_bytes
                 + int(self._slice_memo.nbytes) + self._table_bytes)

@@ -8,18 +8,33 @@ from leapgen.automata.jit import njit
 
 
 @njit
-def refuse_counted(words, candidates, byte_trans, item_to, end_to, boundary_region, lo, hi, q0, c0,
+def count_bytes_in(byte_matrix, byte_lengths, byte_set):
+    """int32 ``(rows,)``: how many of each row's bytes are in bool ``byte_set`` ``(256,)``."""
+    out = np.zeros(byte_matrix.shape[0], np.int32)
+    for r in range(byte_matrix.shape[0]):
+        n = 0
+        for i in range(byte_lengths[r]):
+            if byte_set[byte_matrix[r, i]]:
+                n += 1
+        out[r] = n
+    return out
+
+
+@njit
+def refuse_counted(words, candidates, refused, byte_trans, item_to, end_to, boundary_region, lo, hi, q0, c0,
                    byte_matrix, byte_lengths, row_of_id):
-    """Clear the bit of every token set in both ``words`` and ``candidates`` whose bytes the counts
-    refuse from the state ``(q0, c0)``, as :meth:`CountedDfa.step <leapgen.automata.counted.CountedDfa.step>`
-    walks them.
+    """Set in ``refused`` the bit of every token of ``candidates`` set in ``words`` whose bytes the
+    counts refuse from the state ``(q0, c0)``, as :meth:`CountedDfa.step
+    <leapgen.automata.counted.CountedDfa.step>` walks them; return how many.
 
     Parameters
     ----------
     words : numpy.ndarray
-        uint32 bitset ``(ceil(vocab_size / 32),)``, mutated: the tokens the walk ignoring counts allows.
+        uint32 bitset ``(ceil(vocab_size / 32),)``: the tokens the walk ignoring counts allows.
     candidates : numpy.ndarray
-        uint32 bitset of the same shape: the tokens to walk (the others are left as they are).
+        int32 token ids: the tokens to walk (the others are not refused).
+    refused : numpy.ndarray
+        uint32 bitset of ``words``' shape, zeroed; mutated.
     byte_trans, item_to, end_to, boundary_region, lo, hi : numpy.ndarray
         :class:`~leapgen.automata.counted.CountedDfa`'s arrays.
     q0, c0 : int
@@ -28,46 +43,46 @@ def refuse_counted(words, candidates, byte_trans, item_to, end_to, boundary_regi
         The vocabulary's bytes (uint8 ``(rows, max_len)``), their lengths (int32 ``(rows,)``) and each
         token id's row (int32 ``(vocab_size,)``, ``-1`` for a token without bytes).
     """
-    for w in range(candidates.shape[0]):
-        bits = candidates[w] & words[w]
-        if bits == 0:
+    count = 0
+    for n in range(candidates.shape[0]):
+        tok = candidates[n]
+        if not (words[tok >> 5] >> (tok & 31)) & 1:
             continue
-        for j in range(32):
-            if not (bits >> j) & 1:
+        r = row_of_id[tok]
+        if r < 0:
+            continue
+        q = q0
+        c = c0
+        ok = True
+        for i in range(byte_lengths[r]):
+            b = byte_matrix[r, i]
+            t = byte_trans[q * 256 + b]
+            if t >= 0:
+                q = t
                 continue
-            r = row_of_id[w * 32 + j]
-            if r < 0:
-                continue
-            q = q0
-            c = c0
-            ok = True
-            for i in range(byte_lengths[r]):
-                b = byte_matrix[r, i]
-                t = byte_trans[q * 256 + b]
-                if t >= 0:
-                    q = t
-                    continue
-                k = boundary_region[q]
-                if k < 0:
-                    ok = False
-                    break
-                s = item_to[q]
-                if s >= 0 and byte_trans[s * 256 + b] >= 0:
-                    if c >= hi[k]:
-                        ok = False
-                        break
-                    c += 1
-                    q = byte_trans[s * 256 + b]
-                    continue
-                s = end_to[q]
-                if s >= 0 and byte_trans[s * 256 + b] >= 0:
-                    if c < lo[k]:
-                        ok = False
-                        break
-                    c = 0
-                    q = byte_trans[s * 256 + b]
-                    continue
+            k = boundary_region[q]
+            if k < 0:
                 ok = False
                 break
-            if not ok:
-                words[w] = words[w] & np.uint32(0xFFFFFFFF ^ (1 << j))
+            s = item_to[q]
+            if s >= 0 and byte_trans[s * 256 + b] >= 0:
+                if c >= hi[k]:
+                    ok = False
+                    break
+                c += 1
+                q = byte_trans[s * 256 + b]
+                continue
+            s = end_to[q]
+            if s >= 0 and byte_trans[s * 256 + b] >= 0:
+                if c < lo[k]:
+                    ok = False
+                    break
+                c = 0
+                q = byte_trans[s * 256 + b]
+                continue
+            ok = False
+            break
+        if not ok:
+            refused[tok >> 5] = refused[tok >> 5] | np.uint32(1 << (tok & 31))
+            count += 1
+    return count

@@ -24,7 +24,7 @@ import numpy as np
 from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import index_cache, pda_kernels, trie_kernels
 from leapgen.compiler.compact_rows import CompactRows, single_byte_rows
-from leapgen.compiler.counted_kernels import refuse_counted
+from leapgen.compiler.counted_kernels import count_bytes_in, refuse_counted
 from leapgen.compiler.token_slices import (JSON_CONTENT_CLASSES, LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice,
                                            build_slices, first_slice, new_memo, pack_char_dfas, slice_leaves)
 from leapgen.grammar import ir
@@ -207,8 +207,11 @@ class TokenIndex:
         single_byte_rows(loop, np.zeros(1, np.int64), np.ones(1, np.bool_), self.stop_token_ids, row,
                          self.bitmask_words, *self.trie_arrays())
         one = np.zeros(1, np.int32)  # a counted grammar's check (leapgen.compiler.compiled_counted), nothing to walk
-        refuse_counted(row, self.empty_words(), loop, one, one, one, np.zeros(1, np.int64), np.zeros(1, np.int64),
-                       0, 0, *self.token_rows())
+        words, candidates = self.empty_words(), np.zeros(0, np.int32)
+        words.flags.writeable = candidates.flags.writeable = False  # a cached row and a cached set, as there
+        refuse_counted(words, candidates, self.empty_words(), loop, one, one, one, np.zeros(1, np.int64),
+                       np.zeros(1, np.int64), 0, 0, *self.token_rows())
+        self.tokens_holding(np.zeros(256, np.bool_), 1)  # its kernel
         self._pushdown_warm = False
 
     def warm_up_pushdown(self) -> None:
@@ -322,7 +325,9 @@ class TokenIndex:
         """
         return self._rows_of_tokens
 
-    def _token_set(self, key: tuple, make: Callable[[], np.ndarray]) -> np.ndarray:
+    def token_set(self, key: tuple, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """``make()``'s array, made once per ``key`` for this vocabulary (a set of tokens: shared by
+        every grammar, read-only; thread-safe)."""
         got = self._token_sets.get(key)
         if got is None:
             got = make()
@@ -341,17 +346,15 @@ class TokenIndex:
     def tokens_longer_than(self, k: int) -> np.ndarray:
         """uint32 bitset (read-only, cached) of the tokens of more than ``k`` bytes."""
         k = max(int(k), 0)
-        return self._token_set(("longer", k), lambda: self._bitset_of_rows(self.token_rows()[1] > k))
+        return self.token_set(("longer", k), lambda: self._bitset_of_rows(self.token_rows()[1] > k))
 
     def tokens_holding(self, byte_set: np.ndarray, count: int) -> np.ndarray:
         """uint32 bitset (read-only, cached) of the tokens holding at least ``count`` bytes that are
         in ``byte_set`` (bool ``(256,)``)."""
         def make() -> np.ndarray:
             mat, lens, _ = self.token_rows()
-            inside = np.arange(mat.shape[1])[None, :] < lens[:, None]
-            hits = (np.asarray(byte_set, np.bool_)[mat] & inside).sum(axis=1)
-            return self._bitset_of_rows(hits >= count)
-        return self._token_set(("holding", np.packbits(byte_set).tobytes(), int(count)), make)
+            return self._bitset_of_rows(count_bytes_in(mat, lens, np.ascontiguousarray(byte_set, np.bool_)) >= count)
+        return self.token_set(("holding", np.packbits(byte_set).tobytes(), int(count)), make)
 
     @functools.cached_property
     def max_token_bytes(self) -> int:
