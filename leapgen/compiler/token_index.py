@@ -339,8 +339,9 @@ class TokenIndex:
     def _bitset_of_rows(self, rows: np.ndarray) -> np.ndarray:
         """uint32 bitset of the tokens of the byte-matrix rows where bool ``rows`` is set."""
         _, _, row_of_id = self.token_rows()
+        ids = np.flatnonzero(row_of_id >= 0)  # none in a vocabulary of special tokens only
         has = np.zeros(self.bitmask_words * 32, np.bool_)
-        has[:self.vocab_size] = np.where(row_of_id >= 0, rows[np.maximum(row_of_id, 0)], False)
+        has[ids] = rows[row_of_id[ids]]
         return np.packbits(has, bitorder="little").view(np.uint32).copy()
 
     def tokens_longer_than(self, k: int) -> np.ndarray:
