@@ -127,6 +127,37 @@ def test_disk_cache_round_trip(info, tmp_path):
     assert DiskCache(tmp_path, fingerprint=other_vocab.fingerprint, version="0").load(("x",)) is None
 
 
+def _masks_along(compiled, tokens: list[int]) -> list[np.ndarray]:
+    matcher, masks = GrammarMatcher(compiled), []
+    for token in [*tokens, None]:
+        bitmask = np.zeros((1, 1), np.int32)
+        matcher.fill_next_token_bitmask(bitmask)
+        masks.append(bitmask)
+        if token is not None:
+            assert matcher.accept_token(token)
+    return masks
+
+
+def test_disk_cache_keeps_counted_lengths(info, tmp_path):
+    """A counted grammar (a string's maxLength kept as a count) is stored with its bounds and read
+    back as a counted grammar, not compiled again: the same masks, the bound still refusing."""
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 40}}, "required": ["a"]}
+    writer = GrammarCompiler(info, cache_dir=tmp_path)
+    compiled = writer.compile_json_schema(schema)
+    assert type(compiled).__name__ == "CountedGrammar" and len(list(tmp_path.glob("*.npz"))) == 1
+    reader = GrammarCompiler(info, cache_dir=tmp_path)
+    calls = _counting(reader)
+    again = reader.compile_json_schema(schema)
+    assert calls == [] and reader.cache.disk_hits == 1 and type(again) is type(compiled)
+    ids = {piece: i for i, piece in enumerate(VOCAB)}
+    walk = [ids[p] for p in ("{", '"', "a", '"', ":", '"')] + [ids["ab"]] * 20  # 40 characters: the bound
+    masks = _masks_along(again, walk)
+    for got, want in zip(masks, _masks_along(compiled, walk)):
+        np.testing.assert_array_equal(got, want)
+    past = masks[-1][0, 0]
+    assert not past >> ids["a"] & 1 and past >> ids['"'] & 1  # the 41st character refused, the quote allowed
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "wrong_key"])
 def test_disk_cache_tolerates_corrupt_files(info, tmp_path, damage):
     GrammarCompiler(info, cache_dir=tmp_path).compile_regex("(ab)+c")

@@ -52,6 +52,8 @@ class CountedDfa:
     Attributes
     ----------
     dfa : Dfa
+    bounds : tuple of (int, int or None)
+        As given: what the DFA and the bounds are rebuilt from (a pickle holds these two only).
     n_states : int
     byte_trans : numpy.ndarray
         int32 ``(n_states * 256,)``: the byte edges (``-1`` none); boundaries have none.
@@ -82,6 +84,7 @@ class CountedDfa:
         if trans.shape[1] != 256 + 2 * k:
             raise ValueError(f"a counted DFA over {k} regions has {256 + 2 * k} columns, not {trans.shape[1]}")
         self.dfa = dfa
+        self.bounds = tuple((int(lo), None if hi is None else int(hi)) for lo, hi in bounds)
         self.n_states = n
         byte = np.ascontiguousarray(trans[:, :256], dtype=np.int32)
         sym = trans[:, 256:].reshape(n, k, 2)
@@ -124,6 +127,11 @@ class CountedDfa:
         self._item_list, self._end_list = item_to.tolist(), end_to.tolist()
         self._region_list = region.tolist()
         self._lo_list, self._hi_list = self.lo.tolist(), self.hi.tolist()
+
+    def __reduce__(self):
+        # The tables are derived from the DFA and the bounds: a pickle (the compile worker's reply)
+        # carries these two, not the Python lists of every row.
+        return CountedDfa, (self.dfa, self.bounds)
 
     @staticmethod
     def _interiors(byte: np.ndarray, boundary: np.ndarray, region: np.ndarray, item_to: np.ndarray) -> np.ndarray:

@@ -242,6 +242,15 @@ class CompiledGrammar:
                 self._forced[state] = got
         return got
 
+    @property
+    def stored_automaton(self):
+        """The automaton a disk-cache entry or the compile worker's reply carries, to be bound again
+        (:meth:`~leapgen.GrammarCompiler.bind`) without compiling: a :class:`RegularGrammar`'s
+        :class:`~leapgen.automata.Dfa`, a counted grammar's
+        :class:`~leapgen.automata.counted.CountedDfa`; None where the grammar is compiled again from its
+        source instead (context-free grammars, whose rules' automata are rebuilt)."""
+        return None
+
     def memory_size_bytes(self) -> int:
         """Approximate bytes the grammar holds: its cached bitmask rows (all
         of one size: O(1), cheap to ask after every fill), plus, in the
@@ -284,6 +293,10 @@ class RegularGrammar(CompiledGrammar):
         self._slice_memo = token_index.new_slice_memo(dfa.n_states)
         self._find_token_literals([dfa.trans])
         self._loops = LoopJumps()
+
+    @property
+    def stored_automaton(self) -> Dfa:
+        return self.dfa
 
     @property
     def n_states(self) -> int:

@@ -67,6 +67,10 @@ class CountedGrammar(CompiledGrammar):
                                                         a.boundary_region, a.region_of))
 
     @property
+    def stored_automaton(self) -> CountedDfa:
+        return self.automaton
+
+    @property
     def n_states(self) -> int:
         """States of the DFA (counts aside)."""
         return self.automaton.n_states

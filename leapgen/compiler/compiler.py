@@ -109,7 +109,7 @@ class GrammarCompiler:
     in entries and bytes, keyed by a canonical form of the grammar and its
     options; concurrent compiles of the same new grammar share one compile
     (single flight); a grammar that failed raises the same error again
-    without recompiling; regular grammars can also be kept on disk (see
+    without recompiling; regular grammars (counted ones too) can also be kept on disk (see
     :mod:`leapgen.compiler.service` and :mod:`leapgen.compiler.disk_cache`).
 
     Parameters
@@ -633,11 +633,11 @@ class GrammarCompiler:
     def _cached(self, key: tuple, kind: str, front_end, fallback=None) -> CompiledGrammar:
         return self.cache.get_or_compile(key, lambda: self._check_size(self._build(kind, front_end, fallback)))
 
-    def _revive(self, dfa, kind: str, warnings, key: tuple) -> CompiledGrammar:
-        """A RegularGrammar from a DFA read from the disk cache (``key``: the cache key it was stored under)."""
+    def _revive(self, automaton: Dfa | CountedDfa, kind: str, warnings, key: tuple) -> CompiledGrammar:
+        """A RegularGrammar (or CountedGrammar) from an automaton read from the disk cache or compiled by
+        the compile worker (``key``: the cache key it was stored under)."""
         t0 = time.perf_counter()
-        compiled = RegularGrammar(dfa, self.tokenizer_info, self.token_index, kind=kind, warnings=warnings,
-                                  mask_cache_bytes=self.mask_cache_bytes)
+        compiled = self.bind(automaton, kind=kind, warnings=warnings)
         if kind == STRUCTURAL_TAG_KIND:
             from leapgen.compiler.structural_tags import prepare_masks
             from leapgen.grammar.structural import parse_structural_tag

@@ -1,10 +1,12 @@
-"""A disk cache of compiled regular grammars, in a data format (never pickle).
+"""A disk cache of compiled regular and counted grammars, in a data format (never pickle).
 
 One ``.npz`` file per grammar (numpy's zip of arrays, read with
-``allow_pickle=False``): the DFA's ``trans`` (int32, ``(n, 256)``) and
-``accepting`` (bool, ``(n,)``) plus ``meta``, UTF-8 JSON bytes with the format
-version, leapgen version, vocabulary fingerprint, the grammar's cache key,
-kind, warnings and start state. The file name is the SHA-256 of (format,
+``allow_pickle=False``): the DFA's ``trans`` (int32, ``(n, 256)``; a counted
+DFA's ``(n, 256 + 2k)`` over its ``k`` regions' symbols, see
+:mod:`leapgen.automata.counted`) and ``accepting`` (bool, ``(n,)``) plus ``meta``,
+UTF-8 JSON bytes with the format version, leapgen version, vocabulary
+fingerprint, the grammar's cache key, kind, warnings, start state and, for a
+counted DFA, its regions' ``bounds``. The file name is the SHA-256 of (format,
 leapgen version, fingerprint, key), so a new vocabulary or release never
 reads an old entry; the key stored inside guards against the impossible
 collision.
@@ -42,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from leapgen.automata import Dfa
+from leapgen.automata.counted import CountedDfa, Uncountable
 
 FORMAT_VERSION = 1
 #: Name prefix of temporary cache folders (see :class:`TemporaryCacheFolder`).
@@ -87,8 +90,8 @@ class DiskCache:
         ident = json.dumps([FORMAT_VERSION, self.version, self.fingerprint, self._key_text(key)])
         return self.directory / (hashlib.sha256(ident.encode("utf-8")).hexdigest() + ".npz")
 
-    def load(self, key: tuple) -> tuple[Dfa, str, tuple[str, ...]] | None:
-        """The stored ``(dfa, kind, warnings)`` of ``key``, or None (missing or unreadable)."""
+    def load(self, key: tuple) -> tuple[Dfa | CountedDfa, str, tuple[str, ...]] | None:
+        """The stored ``(automaton, kind, warnings)`` of ``key``, or None (missing or unreadable)."""
         try:
             with np.load(self.path(key), allow_pickle=False) as data:
                 trans, accepting = data["trans"], data["accepting"]
@@ -98,10 +101,12 @@ class DiskCache:
         except (OSError, ValueError, KeyError, EOFError, UnicodeDecodeError, zipfile.BadZipFile):  # corrupt: a miss
             return None
         n = trans.shape[0] if trans.ndim == 2 else -1
+        bounds = meta.get("bounds", []) if isinstance(meta, dict) else None
         ok = (isinstance(meta, dict) and meta.get("format") == FORMAT_VERSION
               and meta.get("version") == self.version and meta.get("fingerprint") == self.fingerprint
               and meta.get("key") == self._key_text(key) and trans.dtype == np.int32 and n > 0
-              and trans.shape[1] == 256 and accepting.dtype == np.bool_ and accepting.shape == (n,)
+              and _bounds_ok(bounds) and trans.shape[1] == 256 + 2 * len(bounds)
+              and accepting.dtype == np.bool_ and accepting.shape == (n,)
               and isinstance(meta.get("start"), int) and 0 <= meta["start"] < n
               and int(trans.min()) >= -1 and int(trans.max()) < n)
         if not ok:
@@ -110,10 +115,15 @@ class DiskCache:
             os.utime(self.path(key))  # used now: last in line for removal
         except OSError:
             pass
-        return Dfa(np.ascontiguousarray(trans), accepting.copy(), meta["start"]), str(meta["kind"]), \
-            tuple(meta.get("warnings", ()))
+        automaton = Dfa(np.ascontiguousarray(trans), accepting.copy(), meta["start"])
+        if bounds:
+            try:
+                automaton = CountedDfa(automaton, [tuple(b) for b in bounds])
+            except Uncountable:  # not what a compile stored: a miss
+                return None
+        return automaton, str(meta["kind"]), tuple(meta.get("warnings", ()))
 
-    def store(self, key: tuple, dfa: Dfa, kind: str, warnings: tuple[str, ...]) -> bool:
+    def store(self, key: tuple, automaton: Dfa | CountedDfa, kind: str, warnings: tuple[str, ...]) -> bool:
         """Write an entry atomically (compressed), then trim the folder to ``max_bytes``.
 
         Returns
@@ -122,8 +132,11 @@ class DiskCache:
             False if the folder is not writable or the entry alone is larger
             than ``max_bytes`` (nothing is written then).
         """
+        dfa = automaton.dfa if isinstance(automaton, CountedDfa) else automaton
         meta = {"format": FORMAT_VERSION, "version": self.version, "fingerprint": self.fingerprint,
                 "key": self._key_text(key), "kind": kind, "warnings": list(warnings), "start": int(dfa.start)}
+        if isinstance(automaton, CountedDfa):
+            meta["bounds"] = [list(b) for b in automaton.bounds]
         meta_bytes = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
         final = self.path(key)
         try:
@@ -197,6 +210,14 @@ class DiskCache:
                 pass  # gone already (another process trimmed it)
             total -= size
         return removed
+
+
+def _bounds_ok(bounds) -> bool:
+    """``bounds`` as :meth:`DiskCache.store` writes them: a list of ``[lo, hi]`` pairs, ``hi`` null or
+    at least ``lo``."""
+    return isinstance(bounds, list) and all(
+        isinstance(b, list) and len(b) == 2 and type(b[0]) is int and b[0] >= 0
+        and (b[1] is None or (type(b[1]) is int and b[1] >= b[0])) for b in bounds)
 
 
 class TemporaryCacheFolder:

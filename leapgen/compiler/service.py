@@ -10,8 +10,9 @@
 - Failures are remembered: a grammar that raised a
   :class:`~leapgen.errors.GrammarError` raises the same error again without
   recompiling (bounded LRU of failures).
-- An optional :class:`~leapgen.compiler.disk_cache.DiskCache` for regular
-  grammars, read before compiling and written after.
+- An optional :class:`~leapgen.compiler.disk_cache.DiskCache` for the grammars
+  with a stored automaton (regular and counted ones: ``CompiledGrammar.stored_automaton``),
+  read before compiling and written after.
 
 The same design as SGLang's grammar backend cache (futures, a sentinel for
 failed grammars), with the byte bound of xgrammar's ``cache_limit_bytes``.
@@ -42,8 +43,8 @@ class CompileCache:
         newest grammar is always kept.
     disk : DiskCache, optional
     revive : callable, optional
-        ``revive(dfa, kind, warnings, key) -> CompiledGrammar`` for disk entries;
-        required with ``disk``.
+        ``revive(automaton, kind, warnings, key) -> CompiledGrammar`` for disk entries and adopted
+        automata (a ``Dfa`` or ``CountedDfa``); required with ``disk``.
     max_failures : int, default 1024
         Failed grammars remembered.
 
@@ -125,13 +126,15 @@ class CompileCache:
                 while len(self._failures) > self.max_failures:
                     self._failures.popitem(last=False)
             raise
-        if self.disk is not None and compiled.is_regular:
-            self.disk.store(key, compiled.dfa, compiled.kind, compiled.warnings)
+        automaton = compiled.stored_automaton
+        if self.disk is not None and automaton is not None:
+            self.disk.store(key, automaton, compiled.kind, compiled.warnings)
         return compiled
 
-    def adopt(self, key: tuple, dfa, kind: str, warnings: tuple[str, ...]) -> None:
-        """Cache the grammar of a DFA compiled in another process under ``key``, as a disk entry is
-        revived (the compile worker hands its new DFAs back this way, so the caller's next compile of
+    def adopt(self, key: tuple, automaton, kind: str, warnings: tuple[str, ...]) -> None:
+        """Cache the grammar of an automaton (a ``Dfa`` or ``CountedDfa``) compiled in another process
+        under ``key``, as a disk entry is revived (the compile worker hands its new automata back this
+        way, so the caller's next compile of
         ``key`` is a memory hit instead of a disk read). Mutates the cache; nothing happens if ``key``
         is cached already or the cache has no ``revive``.
 
@@ -143,7 +146,7 @@ class CompileCache:
         with self._lock:
             if key in self._entries or self._revive is None:
                 return
-        self._add(key, self._revive(dfa, kind, warnings, key))
+        self._add(key, self._revive(automaton, kind, warnings, key))
 
     def _add(self, key: tuple, compiled: CompiledGrammar) -> None:
         with self._lock:

@@ -9,8 +9,9 @@ manager's compile thread hands the work to one worker process and waits for
 it without the GIL. The worker runs at a lower CPU priority (``nice``), so
 when the CPUs are short the decoding requests go first.
 
-How the compiled grammar comes back: a new regular grammar's DFA (with its
-cache key) rides in the worker's reply, and the engine's
+How the compiled grammar comes back: a new regular grammar's DFA (a counted
+grammar's :class:`~leapgen.automata.counted.CountedDfa`, pickled as its DFA and
+bounds), with its cache key, rides in the worker's reply, and the engine's
 :class:`~leapgen.GrammarCompiler` adopts it into its memory cache
 (:meth:`CompileCache.adopt`), so the engine's compile of the same grammar is a
 memory hit (the DFA wrapped, milliseconds). The worker writes the DFA to the
@@ -105,8 +106,8 @@ class CompileWorker:
         The worker compiler's in-memory cache bytes, as of its last reply.
     last_reply : dict
         What the worker said of its last successful compile (see :meth:`compile`).
-    new_dfas : list of (tuple, Dfa, str, tuple of str)
-        The DFAs that compile built, with their cache keys.
+    new_dfas : list of (tuple, Dfa or CountedDfa, str, tuple of str)
+        The automata that compile built (regular and counted grammars'), with their cache keys.
 
     Notes
     -----
@@ -165,12 +166,13 @@ class CompileWorker:
         Returns
         -------
         bool
-            True if the grammar is regular (so the engine's compile of it now
+            True if the grammar has a stored automaton (regular or counted:
+            ``CompiledGrammar.stored_automaton``), so the engine's compile of it now
             hits its memory cache once :attr:`new_dfas` are adopted, or the
-            disk cache). :attr:`last_reply` then holds what the worker said
+            disk cache. :attr:`last_reply` then holds what the worker said
             of it (``hit``: it was in the worker's memory cache; ``ms``,
-            ``n_states``, ``bytes``), and :attr:`new_dfas` the ``(key, dfa,
-            kind, warnings)`` of each DFA the compile built, for
+            ``n_states``, ``bytes``), and :attr:`new_dfas` the ``(key, automaton,
+            kind, warnings)`` of each automaton the compile built, for
             :meth:`CompileCache.adopt`.
 
         Raises
@@ -241,7 +243,7 @@ class _WriteBehind:
 
 def _serve(cache_dir: str, niceness: int, options: dict) -> None:
     """The worker's loop: read ``(method, args, kwargs)``, compile, answer
-    ``("ok", is_regular, facts, new_dfas)`` or ``("error", class name, args,
+    ``("ok", stored, facts, new_dfas)`` or ``("error", class name, args,
     attributes, cache_bytes)`` (an unexpected exception answers ``("ok",
     False, facts, [])``: the engine then compiles on its own and meets it),
     then write the new DFAs to the disk cache; exit when the engine closes
@@ -276,7 +278,7 @@ def _serve(cache_dir: str, niceness: int, options: dict) -> None:
             facts = {"hit": cache.hits > hits, "ms": (time.perf_counter() - start) * 1e3,
                      "n_states": getattr(compiled, "n_states", None), "bytes": compiled.memory_size_bytes(),
                      "cache_bytes": cache.memory_size_bytes()}
-            reply = ("ok", bool(compiled.is_regular), facts, disk.take())
+            reply = ("ok", compiled.stored_automaton is not None, facts, disk.take())
         except leapgen.errors.GrammarError as exc:
             reply = ("error", type(exc).__name__, exc.args, dict(vars(exc)), cache.memory_size_bytes())
         except Exception:  # noqa: BLE001 - a bug: the engine compiles it itself and sees the error

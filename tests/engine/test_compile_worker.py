@@ -33,6 +33,22 @@ def test_a_new_regular_grammar_comes_back_in_the_reply(worker, toy_info, tmp_pat
     assert (compiled.dfa.trans == local.dfa.trans).all()
 
 
+def test_a_counted_grammar_comes_back_in_the_reply(worker, toy_info, tmp_path):
+    """A string's maxLength kept as a count: its counted DFA rides in the reply too, so the engine's
+    compile is a memory hit, not a compile of its own on the engine's thread."""
+    schema = {"type": "string", "maxLength": 64}
+    assert worker.compile("compile_json_schema", (schema,), {}) is True
+    assert [type(entry[1]).__name__ for entry in worker.new_dfas] == ["CountedDfa"]
+    engine_side = GrammarCompiler(toy_info, cache_dir=str(tmp_path))
+    for entry in worker.new_dfas:
+        engine_side.cache.adopt(*entry)
+    compiled = engine_side.compile_json_schema(schema)
+    assert (engine_side.cache.hits, engine_side.cache.misses) == (1, 0)
+    assert type(compiled).__name__ == "CountedGrammar" and compiled.automaton.bounds == ((0, 64),)
+    assert compiled.walk(compiled.start_state, b'"' + b"x" * 64) is not None
+    assert compiled.walk(compiled.start_state, b'"' + b"x" * 65) is None
+
+
 def test_the_disk_cache_gets_it_too_and_a_worker_hit_sends_no_dfa(worker, toy_info, tmp_path):
     assert worker.compile("compile_regex", ("(ab|cat)+",), {}) is True
     assert worker.compile("compile_regex", ("(ab|cat)+",), {}) is True  # the write ended before this reply
