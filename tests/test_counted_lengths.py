@@ -27,6 +27,9 @@ SCHEMAS = [
                     "d": {"type": ["string", "null"], "maxLength": 300}}},
     {"type": "array", "maxItems": 3, "items": {"type": "string", "minLength": 33, "maxLength": 34}},
     {"type": "string", "minLength": 32, "maxLength": 33},
+    {"type": "object", "additionalProperties": False, "required": ["id", "tag"],  # a pattern's class counted
+     "properties": {"id": {"type": "string", "pattern": "^[0-9a-f]*$", "minLength": 32, "maxLength": 40},
+                    "tag": {"type": "string", "pattern": "^[a-z0-9-]{3,}$", "maxLength": 63}}},
 ]
 
 
@@ -95,6 +98,43 @@ def test_counted_lengths_agree_with_jsonschema(grammar_compiler, lo, hi):
                 m = GrammarMatcher(compiled)
                 ok = m.accept_string(doc) and m.is_completed()
                 assert ok == validator.is_valid(text), (n, unit, doc[:20])
+
+
+@pytest.mark.parametrize("pattern, lo, hi", [("^[a-z0-9-]+$", 0, 63), ("^[0-9a-f]*$", 32, 32),
+                                             ("^[A-Za-z0-9_@-]{3,}$", 0, 250), ("^[^/]+$", 40, 300)])
+def test_pattern_classes_counted_agree_with_jsonschema(grammar_compiler, pattern, lo, hi):
+    """A pattern of one character class over the whole string, beside long lengths: counted (the
+    class is the counted item), and each string around the bounds, inside and outside the class, is
+    accepted exactly when jsonschema validates it. A bound past 256 is enforced too (it was cut,
+    with a warning, when the lengths and the pattern were intersected)."""
+    schema = {"type": "string", "pattern": pattern, "minLength": lo, "maxLength": hi}
+    compiled = grammar_compiler("llama3").compile_json_schema(schema, any_whitespace=False)
+    assert isinstance(compiled, CountedGrammar) and not compiled.warnings
+    validator = jsonschema.Draft202012Validator(schema, format_checker=None)
+    for n in sorted({0, 1, 3, lo - 1, lo, lo + 1, hi - 1, hi, hi + 1}):
+        for unit in ("a", "0", "Z", "_", "@", "/", "é", '"'):
+            text = unit * max(n, 0)
+            doc = json.dumps(text, ensure_ascii=False)
+            m = GrammarMatcher(compiled)
+            ok = m.accept_string(doc) and m.is_completed()
+            assert ok == validator.is_valid(text), (pattern, n, unit)
+
+
+def test_pattern_classes_in_context_free_schemas_are_written_out(compilers):
+    """A recursive schema keeps no counter: a pattern's class with its lengths is written out as
+    without counting, the bound past 256 cut with the same warning."""
+    counted, plain = compilers
+    for hi in (63, 300):
+        schema = {"type": "object", "required": ["name"],
+                  "properties": {"name": {"type": "string", "pattern": "^[a-z]+$", "maxLength": hi}, "rest": {}}}
+        g = counted.compile_json_schema(schema, any_whitespace=False)
+        h = plain.compile_json_schema(schema, any_whitespace=False)
+        assert not g.is_regular and not isinstance(g, CountedGrammar) and g.warnings == h.warnings
+        assert bool(g.warnings) == (hi > 256)
+        for n in (hi, hi + 1):
+            doc = '{"name":"' + "a" * n + '"}'
+            mg, mh = GrammarMatcher(g), GrammarMatcher(h)
+            assert (mg.accept_string(doc) and mg.is_completed()) == (mh.accept_string(doc) and mh.is_completed())
 
 
 def test_count_refuses_the_character_past_max_and_forces_the_quote(grammar_compiler):

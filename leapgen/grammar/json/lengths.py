@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..ir import Node
+from .refs import join_pointer
 from .strings import CHAR_ANY, string_content
 
 MAX_EXACT_LENGTH = 256
@@ -93,15 +94,50 @@ def _called_blocks(lo: int, hi: int | None) -> Node:
     return ir.alt(*parts)
 
 
-def counted_content(c, lo: int, hi: int | None) -> Node | None:
+def counted_content(c, lo: int, hi: int | None, item: Node = CHAR_ANY, ptr: str = "") -> Node | None:
     """String contents of ``lo..hi`` characters as a counted region, or None where the compiler
     ``c`` does not count lengths here (not asked, inside an intersection, or without CFG rules to
     write a long bound out with if the schema turns out context-free) or the bounds are small
-    (:data:`COUNTED_MIN_LENGTH`). Marks ``c.counted``."""
+    (:data:`COUNTED_MIN_LENGTH`). Marks ``c.counted``.
+
+    ``item``: one character's spellings, any character by default; a narrower class (a ``pattern``
+    like ``^[a-z]+$``, at the schema's pointer ``ptr``) is written out, if the schema turns out
+    context-free, as a compile without counting writes a pattern beside its lengths (the lengths
+    past :data:`MAX_EXACT_LENGTH` cut, with warnings at ``ptr``: :func:`expand_counted_rules`)."""
     if not (c.count_lengths and c.recursion_by_rules) or max(lo, hi or 0) < COUNTED_MIN_LENGTH:
         return None
     c.counted = True
-    return ir.counted(CHAR_ANY, lo, hi)
+    node = ir.counted(item, lo, hi)
+    if item != CHAR_ANY:
+        c.class_runs.setdefault(node, []).append(ptr)
+    return node
+
+
+def capped_lengths(c, lo: int, hi: int | None, ptr: str) -> tuple[int, int | None]:
+    """Length bounds cut to what the regular automaton counts, with warnings at ``ptr``'s
+    ``minLength`` / ``maxLength`` (``c``: the running compiler, mutated)."""
+    why = "next to pattern/format" if c.recursion_by_rules else "inside an intersection or without CFG rules"
+    if lo > MAX_EXACT_LENGTH:
+        c.warn(join_pointer(ptr, "minLength"), f"minLength {lo} is above {MAX_EXACT_LENGTH} ({why}): enforced as "
+                                               f"{MAX_EXACT_LENGTH} (shorter strings are accepted)")
+        lo = MAX_EXACT_LENGTH
+    if hi is not None and hi > MAX_EXACT_LENGTH:
+        c.warn(join_pointer(ptr, "maxLength"), f"maxLength {hi} is above {MAX_EXACT_LENGTH} ({why}): not enforced "
+                                               "(longer strings are accepted)")
+        hi = None
+    return lo, hi
+
+
+def _written_out(c, node: ir.Counted) -> Node:
+    """A counted region as a compile without counting writes it (:func:`expand_counted_rules`)."""
+    lo, hi = node.lo, node.hi
+    if node.item == CHAR_ANY:
+        return blocked_content(c, lo, hi) if max(lo, hi or 0) > MAX_EXACT_LENGTH else string_content(lo, hi)
+    if max(lo, hi or 0) > MAX_EXACT_LENGTH:  # a pattern's class: capped, as beside any pattern
+        for ptr in c.class_runs.get(node) or [""]:
+            capped = capped_lengths(c, node.lo, node.hi, ptr)
+        lo, hi = capped
+    return ir.repeat(node.item, lo, hi)
 
 
 def expand_counted_rules(c, rules: dict) -> dict:
@@ -116,8 +152,7 @@ def expand_counted_rules(c, rules: dict) -> dict:
             return got
         kind = type(node)
         if kind is ir.Counted:
-            lo, hi = node.lo, node.hi
-            out = blocked_content(c, lo, hi) if max(lo, hi or 0) > MAX_EXACT_LENGTH else string_content(lo, hi)
+            out = _written_out(c, node)
         elif kind is ir.Seq:
             out = ir.seq(*map(expand, node.items))
         elif kind is ir.Alt:

@@ -17,7 +17,7 @@ from ..ir import Node
 from ..regex import parse_regex
 from .containers import count_arg
 from .formats import FORMATS, NARROWED_FORMATS
-from .lengths import MAX_EXACT_LENGTH, blocked_content, counted_content
+from .lengths import MAX_EXACT_LENGTH, blocked_content, capped_lengths, counted_content
 from .merge import NON_INTEGER, NOT_FORMATS, NOT_PATTERNS, Patterns, join_pointer
 from .numbers import NO_EXPONENT, NON_INTEGER_NUMBER, decimal_spellings, int_range, multiple_of, number_range
 from .strings import PatternEncodeError, json_encode_regex, quoted, spell_any, string_content
@@ -115,29 +115,42 @@ def compile_string(c, schema: dict, ptr: str, depth: int) -> Node:
         return ir.NOTHING
     parts = _content_constraints(c, schema, ptr)
     counted = None if parts else counted_content(c, lo, hi)
+    run = _class_run(schema) if parts and c.count_lengths else None
+    if run is not None:  # ``^[...]{m,n}$`` beside the lengths: one class counted, no intersection
+        item, run_lo, run_hi = run
+        both_lo, both_hi = max(lo, run_lo), (run_hi if hi is None else hi if run_hi is None else min(hi, run_hi))
+        if both_hi is None or both_lo <= both_hi:
+            counted = counted_content(c, both_lo, both_hi, item, ptr)
     if counted is not None:
         return quoted(counted)
     if max(lo, hi or 0) > MAX_EXACT_LENGTH:
         if not parts and c.recursion_by_rules:
             return quoted(blocked_content(c, lo, hi))
-        lo, hi = _capped_lengths(c, lo, hi, ptr)
+        lo, hi = capped_lengths(c, lo, hi, ptr)
     if lo or hi is not None or not parts:
         parts.append(string_content(lo, hi))
     return quoted(ir.intersect(*parts))
 
 
-def _capped_lengths(c, lo: int, hi: int | None, ptr: str) -> tuple[int, int | None]:
-    """Length bounds cut to what the regular automaton counts, with warnings."""
-    why = "next to pattern/format" if c.recursion_by_rules else "inside an intersection or without CFG rules"
-    if lo > MAX_EXACT_LENGTH:
-        c.warn(join_pointer(ptr, "minLength"), f"minLength {lo} is above {MAX_EXACT_LENGTH} ({why}): enforced as "
-                                               f"{MAX_EXACT_LENGTH} (shorter strings are accepted)")
-        lo = MAX_EXACT_LENGTH
-    if hi is not None and hi > MAX_EXACT_LENGTH:
-        c.warn(join_pointer(ptr, "maxLength"), f"maxLength {hi} is above {MAX_EXACT_LENGTH} ({why}): not enforced "
-                                               "(longer strings are accepted)")
-        hi = None
-    return lo, hi
+def _class_run(schema: dict) -> tuple[Node, int, int | None] | None:
+    """Where the string's one content constraint is a ``pattern`` matching whole strings of one
+    character class (``^[a-z0-9-]+$``, ``^\\w{3,}$``): ``(item, lo, hi)``, the class's characters as
+    JSON spells them and the pattern's own count bounds; else None."""
+    pattern = schema.get("pattern")
+    if not isinstance(pattern, str) or any(k in schema for k in ("format", NOT_PATTERNS, NOT_FORMATS)):
+        return None
+    return _pattern_class_run(pattern)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern_class_run(pattern: str) -> tuple[Node, int, int | None] | None:
+    node = _parse_pattern(pattern)  # already checked by _content_constraints
+    if type(node) is not ir.Repeat or type(node.item) is not ir.CharSet:
+        return None
+    try:
+        return json_encode_regex(node.item, {}), node.lo, node.hi
+    except PatternEncodeError:
+        return None
 
 
 def _content_constraints(c, schema: dict, ptr: str) -> list:

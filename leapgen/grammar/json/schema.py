@@ -391,6 +391,7 @@ class _Compiler(Applicators):
         self._cfg_asked = bool(cfg)
         self.count_lengths = False  # long string lengths as counted regions (ir.Counted; see .lengths)
         self.counted = False  # a counted region was made
+        self.class_runs: dict = {}  # counted region of a pattern's class -> the pointers of its strings
 
     # -- bookkeeping ---------------------------------------------------------
 
