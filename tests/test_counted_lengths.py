@@ -137,6 +137,20 @@ def test_pattern_classes_in_context_free_schemas_are_written_out(compilers):
             assert (mg.accept_string(doc) and mg.is_completed()) == (mh.accept_string(doc) and mh.is_completed())
 
 
+def test_the_longest_tokens_are_the_first_rows(grammar_compiler):
+    """The count's check walks the tokens longer than the room left as the first rows of the
+    vocabulary's byte matrix: exactly those, for every room."""
+    compiled = grammar_compiler("llama3").compile_json_schema({"type": "string", "maxLength": 50})
+    index = compiled.token_index
+    _, lengths, row_of_id, id_of_row = index.token_rows()
+    np.testing.assert_array_equal(row_of_id[id_of_row], np.arange(len(id_of_row)))
+    by_id = [len(b) for b in compiled.tokenizer_info.token_bytes]
+    for room in (0, 1, 2, 7, 33, 127, 128, 10_000):
+        n = index.rows_longer_than(room)
+        assert n == sum(length > room for t, length in enumerate(by_id) if row_of_id[t] >= 0)
+        assert (lengths[:n] > room).all() and (lengths[n:] <= room).all()
+
+
 def test_count_refuses_the_character_past_max_and_forces_the_quote(grammar_compiler):
     """At maxLength the only way on is the closing quote: no token holding another character is
     allowed, and jump-forward forces it."""

@@ -12,10 +12,12 @@ A row is the row of the DFA state with the counts dropped (:attr:`CountedDfa.fla
 computed once per state by the token index's usual walk, slices included), less the tokens the
 counts refuse: the tokens they may refuse are walked again with them
 (:func:`~leapgen.compiler.counted_kernels.refuse_counted`): near ``hi`` the tokens longer than
-``room`` bytes, below ``lo`` the tokens holding a byte that may end the region, and, where some
-region could be broken by a token that enters it (``lo > 0``, or ``hi < T``), the tokens holding
-two such bytes (or one, and longer than the smallest ``hi``). Where none is refused (most keys:
-``room`` only cuts the few tokens longer than it) the key shares the state's row, no copy.
+``room`` bytes (the first rows of the vocabulary's byte matrix, longest first: no set to build per
+``room``), below ``lo`` the tokens holding a byte that may end the region, and the tokens that may
+break a region they enter: where some region has ``lo > 0``, those holding two such bytes (enter,
+then end too soon), and where some ``hi`` is below ``T``, those holding one and longer than the
+smallest ``hi``. Where none is refused (most keys: ``room`` only cuts the few tokens longer than
+it) the key shares the state's row, no copy.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from leapgen.compiler.counted_kernels import refuse_counted
 from leapgen.compiler.token_index import LoopJumps
 
 State = tuple  # (dfa state, count)
+_NO_TOKENS = np.zeros(0, np.int32)
+_NO_TOKENS.flags.writeable = False
 
 
 class CountedGrammar(CompiledGrammar):
@@ -60,8 +64,8 @@ class CountedGrammar(CompiledGrammar):
         self._loops = LoopJumps()
         self._flat_rows: dict[int, tuple] = {}  # dfa state -> (row, need_apply) with the counts dropped
         horizon = self._horizon
-        self._enter_risk = bool(((a.lo > 0) | (a.hi < horizon)).any())  # a token may break a region it enters
-        self._min_hi = int(a.hi.min()) if len(a.hi) else horizon
+        self._end_risk = bool((a.lo > 0).any())  # a token may enter a region and end it too soon
+        self._min_hi = int(a.hi.min()) if len(a.hi) and a.hi.min() < horizon else None  # ... or pass its hi
         self._kernel_args = (a.byte_trans, a.item_to, a.end_to, a.boundary_region, a.lo, a.hi)
         self._table_bytes = sum(int(x.nbytes) for x in (a.byte_trans, a.flat_trans, a.item_to, a.end_to,
                                                         a.boundary_region, a.region_of))
@@ -112,11 +116,12 @@ class CountedGrammar(CompiledGrammar):
         self.mask_cache_misses += 1
         q, c = state
         got = base = self._flat_entry(q)
-        candidates = self._candidates(q, c)
-        if candidates is not None:
+        n_long, candidates = self._candidates(q, c)
+        if n_long or len(candidates):
             refused = self.token_index.empty_words()
             words = base[0].view(np.uint32)
-            if refuse_counted(words, candidates, refused, *self._kernel_args, q, c, *self.token_index.token_rows()):
+            if refuse_counted(words, n_long, candidates, refused, *self._kernel_args, q, c,
+                              *self.token_index.token_rows()):
                 words = words & ~refused
                 row = words.view(np.int32)
                 row.flags.writeable = False
@@ -160,34 +165,31 @@ class CountedGrammar(CompiledGrammar):
             got = self._flat_rows[q] = (row, not self.token_index.allows_everything(words))
         return got
 
-    def _candidates(self, q: int, c: int) -> np.ndarray | None:
-        """int32 ids of the tokens the counts may refuse from ``(q, c)``, or None for none (read-only;
-        cached by what they are made of, for every grammar of the vocabulary)."""
+    def _candidates(self, q: int, c: int) -> tuple[int, np.ndarray]:
+        """The tokens the counts may refuse from ``(q, c)``: how many of the longest (the first rows
+        of :meth:`TokenIndex.token_rows`), and the int32 ids of the others (read-only; cached by what
+        they are made of, for every grammar of the vocabulary)."""
         k = self._region_of[q]
-        horizon = self._horizon
-        room = min(self._hi[k] - c, horizon) if k >= 0 else horizon
-        below = k >= 0 and c < self._lo[k]
-        risk = self._enter_risk
-        if room >= horizon and not below and not risk:
-            return None
-        min_hi = self._min_hi if risk and self._min_hi < horizon else None
-        entry = self.automaton.entry_bytes
         index = self.token_index
+        n_long = index.rows_longer_than(self._hi[k] - c) if k >= 0 and self._hi[k] - c < self._horizon else 0
+        below = k >= 0 and c < self._lo[k]
+        end_risk, min_hi = self._end_risk, self._min_hi
+        if not (below or end_risk or min_hi is not None):
+            return n_long, _NO_TOKENS
+        entry = self.automaton.entry_bytes
 
         def make() -> np.ndarray:
-            parts = []
-            if room < horizon:
-                parts.append(index.tokens_longer_than(room))
+            parts = [index.empty_words()]
             if below:
                 parts.append(index.tokens_holding(entry, 1))
-            if risk:
+            if end_risk:
                 parts.append(index.tokens_holding(entry, 2))
-                if min_hi is not None:
-                    parts.append(index.tokens_holding(entry, 1) & index.tokens_longer_than(min_hi))
-            words = np.bitwise_or.reduce(parts) if len(parts) > 1 else parts[0]
+            if min_hi is not None:
+                parts.append(index.tokens_holding(entry, 1) & index.tokens_longer_than(min_hi))
+            words = np.bitwise_or.reduce(parts)
             return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")).astype(np.int32)
 
-        return index.token_set(("counted", entry.tobytes(), room, below, risk, min_hi), make)
+        return n_long, index.token_set(("counted", entry.tobytes(), below, end_risk, min_hi), make)
 
     def memory_size_bytes(self) -> int:
         """Approximate bytes held: the rows cached (counted once per row key, shared or not), the rows

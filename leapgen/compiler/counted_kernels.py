@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.automata.jit import njit
+from leapgen.automata.jit import njit, njit_inline
 
 
 @njit
@@ -21,68 +21,77 @@ def count_bytes_in(byte_matrix, byte_lengths, byte_set):
 
 
 @njit
-def refuse_counted(words, candidates, refused, byte_trans, item_to, end_to, boundary_region, lo, hi, q0, c0,
-                   byte_matrix, byte_lengths, row_of_id):
-    """Set in ``refused`` the bit of every token of ``candidates`` set in ``words`` whose bytes the
-    counts refuse from the state ``(q0, c0)``, as :meth:`CountedDfa.step
-    <leapgen.automata.counted.CountedDfa.step>` walks them; return how many.
+def refuse_counted(words, n_long, candidates, refused, byte_trans, item_to, end_to, boundary_region, lo, hi, q0, c0,
+                   byte_matrix, byte_lengths, row_of_id, id_of_row):
+    """Set in ``refused`` the bit of every token set in ``words`` whose bytes the counts refuse from
+    the state ``(q0, c0)``, as :meth:`CountedDfa.step <leapgen.automata.counted.CountedDfa.step>`
+    walks them, among the tokens of the first ``n_long`` byte-matrix rows (the longest tokens) and
+    the tokens of ``candidates``; return how many were refused (a token in both counts twice).
 
     Parameters
     ----------
     words : numpy.ndarray
         uint32 bitset ``(ceil(vocab_size / 32),)``: the tokens the walk ignoring counts allows.
+    n_long : int
+        Rows of ``byte_matrix`` to walk, from the first (rows are sorted by length, longest first).
     candidates : numpy.ndarray
-        int32 token ids: the tokens to walk (the others are not refused).
+        int32 token ids: more tokens to walk (the others are not refused).
     refused : numpy.ndarray
         uint32 bitset of ``words``' shape, zeroed; mutated.
     byte_trans, item_to, end_to, boundary_region, lo, hi : numpy.ndarray
         :class:`~leapgen.automata.counted.CountedDfa`'s arrays.
     q0, c0 : int
         The state and the count.
-    byte_matrix, byte_lengths, row_of_id : numpy.ndarray
-        The vocabulary's bytes (uint8 ``(rows, max_len)``), their lengths (int32 ``(rows,)``) and each
-        token id's row (int32 ``(vocab_size,)``, ``-1`` for a token without bytes).
+    byte_matrix, byte_lengths, row_of_id, id_of_row : numpy.ndarray
+        The vocabulary's bytes (uint8 ``(rows, max_len)``), their lengths (int32 ``(rows,)``), each
+        token id's row (int32 ``(vocab_size,)``, ``-1`` for a token without bytes) and each row's
+        token id (int32 ``(rows,)``).
     """
     count = 0
+    for r in range(n_long):
+        tok = id_of_row[r]
+        if (words[tok >> 5] >> (tok & 31)) & 1 and _refused(byte_matrix, byte_lengths[r], r, byte_trans, item_to,
+                                                            end_to, boundary_region, lo, hi, q0, c0):
+            refused[tok >> 5] = refused[tok >> 5] | np.uint32(1 << (tok & 31))
+            count += 1
     for n in range(candidates.shape[0]):
         tok = candidates[n]
-        if not (words[tok >> 5] >> (tok & 31)) & 1:
-            continue
         r = row_of_id[tok]
-        if r < 0:
-            continue
-        q = q0
-        c = c0
-        ok = True
-        for i in range(byte_lengths[r]):
-            b = byte_matrix[r, i]
-            t = byte_trans[q * 256 + b]
-            if t >= 0:
-                q = t
-                continue
-            k = boundary_region[q]
-            if k < 0:
-                ok = False
-                break
-            s = item_to[q]
-            if s >= 0 and byte_trans[s * 256 + b] >= 0:
-                if c >= hi[k]:
-                    ok = False
-                    break
-                c += 1
-                q = byte_trans[s * 256 + b]
-                continue
-            s = end_to[q]
-            if s >= 0 and byte_trans[s * 256 + b] >= 0:
-                if c < lo[k]:
-                    ok = False
-                    break
-                c = 0
-                q = byte_trans[s * 256 + b]
-                continue
-            ok = False
-            break
-        if not ok:
+        if r >= 0 and (words[tok >> 5] >> (tok & 31)) & 1 and _refused(
+                byte_matrix, byte_lengths[r], r, byte_trans, item_to, end_to, boundary_region, lo, hi, q0, c0):
             refused[tok >> 5] = refused[tok >> 5] | np.uint32(1 << (tok & 31))
             count += 1
     return count
+
+
+@njit_inline
+def _refused(byte_matrix, length, r, byte_trans, item_to, end_to, boundary_region, lo, hi, q0, c0):
+    """Whether the counts refuse the bytes of row ``r`` from ``(q0, c0)`` (the walk of
+    :meth:`CountedDfa.step <leapgen.automata.counted.CountedDfa.step>`)."""
+    q = q0
+    c = c0
+    for i in range(length):
+        b = byte_matrix[r, i]
+        t = byte_trans[q * 256 + b]
+        if t >= 0:
+            q = t
+            continue
+        k = boundary_region[q]
+        if k < 0:
+            return True
+        s = item_to[q]
+        if s >= 0 and byte_trans[s * 256 + b] >= 0:
+            if c >= hi[k]:
+                return True
+            c += 1
+            q = byte_trans[s * 256 + b]
+            continue
+        s = end_to[q]
+        if s >= 0 and byte_trans[s * 256 + b] >= 0:
+            if c < lo[k]:
+                return True
+            c = 0
+            q = byte_trans[s * 256 + b]
+            continue
+        return True
+    return False

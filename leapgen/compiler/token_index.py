@@ -209,7 +209,7 @@ class TokenIndex:
         one = np.zeros(1, np.int32)  # a counted grammar's check (leapgen.compiler.compiled_counted), nothing to walk
         words, candidates = self.empty_words(), np.zeros(0, np.int32)
         words.flags.writeable = candidates.flags.writeable = False  # a cached row and a cached set, as there
-        refuse_counted(words, candidates, self.empty_words(), loop, one, one, one, np.zeros(1, np.int64),
+        refuse_counted(words, 0, candidates, self.empty_words(), loop, one, one, one, np.zeros(1, np.int64),
                        np.zeros(1, np.int64), 0, 0, *self.token_rows())
         self.tokens_holding(np.zeros(256, np.bool_), 1)  # its kernel
         self._pushdown_warm = False
@@ -308,10 +308,12 @@ class TokenIndex:
             mat, lens, ids = self.tokenizer_info.token_byte_matrix()
         row_of_id = np.full(self.vocab_size, -1, np.int32)
         row_of_id[ids] = np.arange(len(ids), dtype=np.int32)
-        row_of_id.flags.writeable = False
-        return mat, lens, row_of_id
+        id_of_row = np.array(ids, np.int32)  # a copy: the trie's own row ids stay as they are
+        for a in (row_of_id, id_of_row):
+            a.flags.writeable = False
+        return mat, lens, row_of_id, id_of_row
 
-    def token_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def token_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The vocabulary's bytes for per-token walks (computed once; read-only).
 
         Returns
@@ -322,8 +324,15 @@ class TokenIndex:
             int32 ``(rows,)``: each row's byte length, non-increasing.
         row_of_id : numpy.ndarray
             int32 ``(vocab_size,)``: the row of each token id, ``-1`` for one without bytes.
+        id_of_row : numpy.ndarray
+            int32 ``(rows,)``: the token id of each row.
         """
         return self._rows_of_tokens
+
+    def rows_longer_than(self, k: int) -> int:
+        """How many tokens have more than ``k`` bytes: they are the first rows of :meth:`token_rows`."""
+        lengths = self.token_rows()[1]
+        return int(np.searchsorted(-lengths, -max(int(k), 0), side="left"))
 
     def token_set(self, key: tuple, make: Callable[[], np.ndarray]) -> np.ndarray:
         """``make()``'s array, made once per ``key`` for this vocabulary (a set of tokens: shared by
@@ -338,7 +347,7 @@ class TokenIndex:
 
     def _bitset_of_rows(self, rows: np.ndarray) -> np.ndarray:
         """uint32 bitset of the tokens of the byte-matrix rows where bool ``rows`` is set."""
-        _, _, row_of_id = self.token_rows()
+        _, _, row_of_id, _ = self.token_rows()
         ids = np.flatnonzero(row_of_id >= 0)  # none in a vocabulary of special tokens only
         has = np.zeros(self.bitmask_words * 32, np.bool_)
         has[ids] = rows[row_of_id[ids]]
@@ -353,7 +362,7 @@ class TokenIndex:
         """uint32 bitset (read-only, cached) of the tokens holding at least ``count`` bytes that are
         in ``byte_set`` (bool ``(256,)``)."""
         def make() -> np.ndarray:
-            mat, lens, _ = self.token_rows()
+            mat, lens, _, _ = self.token_rows()
             return self._bitset_of_rows(count_bytes_in(mat, lens, np.ascontiguousarray(byte_set, np.bool_)) >= count)
         return self.token_set(("holding", np.packbits(byte_set).tobytes(), int(count)), make)
 
