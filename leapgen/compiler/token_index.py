@@ -331,8 +331,13 @@ class TokenIndex:
 
     def rows_longer_than(self, k: int) -> int:
         """How many tokens have more than ``k`` bytes: they are the first rows of :meth:`token_rows`."""
-        lengths = self.token_rows()[1]
-        return int(np.searchsorted(-lengths, -max(int(k), 0), side="left"))
+        counts = self._rows_longer
+        return counts[k] if 0 <= k < len(counts) else (counts[0] if k < 0 else 0)
+
+    @functools.cached_property
+    def _rows_longer(self) -> list[int]:
+        lengths = self.token_rows()[1]  # non-increasing
+        return np.searchsorted(-lengths, -np.arange(self.max_token_bytes + 1), side="left").tolist()
 
     def token_set(self, key: tuple, make: Callable[[], np.ndarray]) -> np.ndarray:
         """``make()``'s array, made once per ``key`` for this vocabulary (a set of tokens: shared by
