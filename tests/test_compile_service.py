@@ -257,6 +257,19 @@ def test_the_byte_bound_counts_rows_filled_after_insertion(info):
     assert compiler.compile_regex("[a-c]{0,60}") is not first
 
 
+def test_budgeted_and_counted_grammars_report_their_growth(info):
+    """Every kind of grammar tells the byte-bounded cache of a row it computed after insertion (a
+    grammar with rule budgets did not, so its rows escaped the bound)."""
+    compiler = GrammarCompiler(info, cache_bytes=1 << 30)
+    for compiled in (compiler.compile_grammar('root ::= "{" r "}"\nr[max_tokens=3] ::= [a-c]*'),
+                     compiler.compile_json_schema({"type": "string", "maxLength": 40})):
+        grow, calls = compiled.on_grow, []
+        assert grow is not None
+        compiled.on_grow = lambda g, grow=grow: (calls.append(g), grow(g))
+        _mask(compiled)
+        assert calls == [compiled], type(compiled).__name__
+
+
 def test_a_grammar_over_max_grammar_bytes_is_refused_and_remembered(info):
     size = GrammarCompiler(info).compile_regex("[a-c]{0,200}").memory_size_bytes()
     compiler = GrammarCompiler(info, max_grammar_bytes=size - 1)

@@ -182,9 +182,13 @@ class CompiledGrammar:
             need_apply = not self.token_index.allows_everything(words)
         row = words.view(np.int32)
         row.flags.writeable = False
-        got = (row, need_apply)
+        return self._keep_row(state, (row, need_apply))
+
+    def _keep_row(self, key: Hashable, got: tuple[np.ndarray, bool]) -> tuple[np.ndarray, bool]:
+        """Cache a computed ``(row, need_apply)`` under ``key`` (least recently used rows past the bound
+        dropped), tell ``on_grow``, and return it."""
         with self._lock:
-            self._rows[state] = got
+            self._rows[key] = got
             while len(self._rows) > self._max_cached_rows:
                 self._rows.popitem(last=False)
         if self.on_grow is not None:

@@ -351,12 +351,7 @@ class BudgetedGrammar(CompiledGrammar):
             self.token_index.set_stop_bits(words, complete)
         out = words.view(np.int32)
         out.flags.writeable = False
-        got = (out, not self.token_index.allows_everything(words))
-        with self._lock:
-            self._rows[state] = got
-            while len(self._rows) > self._max_cached_rows:
-                self._rows.popitem(last=False)
-        return got
+        return self._keep_row(state, (out, not self.token_index.allows_everything(words)))
 
     def has_bitmask_row(self, state) -> bool:
         return state in self._rows

@@ -126,13 +126,7 @@ class CountedGrammar(CompiledGrammar):
                 row = words.view(np.int32)
                 row.flags.writeable = False
                 got = (row, not self.token_index.allows_everything(words))
-        with self._lock:
-            self._rows[key] = got
-            while len(self._rows) > self._max_cached_rows:
-                self._rows.popitem(last=False)
-        if self.on_grow is not None:
-            self.on_grow(self)
-        return got
+        return self._keep_row(key, got)
 
     def write_row(self, state: State, out: np.ndarray) -> bool:
         row, need_apply = self.bitmask_row(state)
