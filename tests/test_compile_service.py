@@ -156,6 +156,8 @@ def test_disk_cache_keeps_counted_lengths(info, tmp_path):
         np.testing.assert_array_equal(got, want)
     past = masks[-1][0, 0]
     assert not past >> ids["a"] & 1 and past >> ids['"'] & 1  # the 41st character refused, the quote allowed
+    plain = GrammarCompiler(info, cache_dir=tmp_path, count_lengths=False)  # the same folder: not its entry
+    assert plain.compile_json_schema(schema).is_regular and plain.cache.disk_hits == 0
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "wrong_key"])

@@ -317,7 +317,9 @@ class GrammarCompiler:
             raise too_deep(schema) from None
         except (TypeError, ValueError) as e:  # a set, bytes, an object...: not JSON data
             raise SchemaError(f"schema is not JSON data: {e}", pointer="") from None
-        named = dict(options, whitespace=whitespace_pattern) if whitespace_pattern is not None else options
+        named = dict(options, whitespace=whitespace_pattern) if whitespace_pattern is not None else dict(options)
+        if self.count_lengths:  # another grammar for the same schema: apart in a disk cache two compilers share
+            named["count_lengths"] = True
         key = ("json_schema", canonical, tuple(sorted((k, repr(v)) for k, v in named.items())))
         plain = lambda: json_schema_to_ir(schema, **options)  # noqa: E731
         if not self.count_lengths:
