@@ -125,6 +125,9 @@ class CompileWorker:
         env = dict(os.environ)
         package_root = str(Path(leapgen.errors.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        # ``python -m`` puts the working directory first on sys.path: a ``leapgen`` folder there (another
+        # checkout) would be the worker's code, not the engine's. Python 3.11+ leaves it out with this.
+        env["PYTHONSAFEPATH"] = "1"
         options = dict(compiler_options or {}, max_compile_seconds=max_compile_seconds,
                        index_cache_dir=index_cache_dir)
         argv = [sys.executable, "-m", "leapgen.engine.compile_worker", cache_dir, str(niceness), json.dumps(options)]

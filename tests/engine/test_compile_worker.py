@@ -58,6 +58,22 @@ def test_the_disk_cache_gets_it_too_and_a_worker_hit_sends_no_dfa(worker, toy_in
     assert engine_side.cache.disk_hits == 1 and compiled.is_regular
 
 
+def test_the_worker_runs_the_engines_leapgen_whatever_the_working_directory(toy_info, tmp_path, monkeypatch):
+    """Started from a folder holding another ``leapgen`` (a checkout of another version), the worker
+    still imports the engine's: the two must read each other's replies."""
+    other = tmp_path / "elsewhere"
+    (other / "leapgen").mkdir(parents=True)
+    (other / "leapgen" / "__init__.py").write_text("raise ImportError('the leapgen of the working directory')\n")
+    monkeypatch.chdir(other)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    w = CompileWorker(toy_info, str(cache), niceness=0)
+    try:
+        assert w.compile("compile_regex", ("(ab|cat)+",), {}) is True
+    finally:
+        w.shutdown()
+
+
 def test_grammar_errors_keep_their_type_and_attributes(worker):
     with pytest.raises(SchemaError) as info:
         worker.compile("compile_json_schema", ({"type": "object", "properties": {"a": {"type": "nope"}}},), {})
