@@ -125,13 +125,14 @@ class CompileWorker:
         env = dict(os.environ)
         package_root = str(Path(leapgen.errors.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        # ``python -m`` puts the working directory first on sys.path: a ``leapgen`` folder there (another
-        # checkout) would be the worker's code, not the engine's. Python 3.11+ leaves it out with this.
-        env["PYTHONSAFEPATH"] = "1"
         options = dict(compiler_options or {}, max_compile_seconds=max_compile_seconds,
-                       index_cache_dir=index_cache_dir)
-        argv = [sys.executable, "-m", "leapgen.engine.compile_worker", cache_dir, str(niceness), json.dumps(options)]
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                       index_cache_dir=None if index_cache_dir is None else os.path.abspath(index_cache_dir))
+        argv = [sys.executable, "-m", "leapgen.engine.compile_worker", os.path.abspath(cache_dir), str(niceness),
+                json.dumps(options)]
+        # ``python -m`` puts its working directory first on sys.path: started in the package's own folder,
+        # the worker imports the engine's leapgen, not one that the caller's working directory holds
+        # (another checkout), so the two read each other's replies.
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=package_root)
         self._lock = threading.Lock()
         self._ready = False
         self.cache_bytes = 0
