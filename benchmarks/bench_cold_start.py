@@ -70,15 +70,15 @@ def leapgen_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "leapgen.cli"]
 
 
-def run_generate(schema: bool, max_tokens: int, env: dict | None = None) -> dict:
-    """One new ``leapgen generate`` process (environment ``env``, default this one's): wall s, CPU s,
-    compile ms, tokens."""
+def run_generate(schema: bool, max_tokens: int, env: dict | None = None, cwd: Path = ROOT) -> dict:
+    """One new ``leapgen generate`` process (environment ``env``, default this one's; in ``cwd``, the
+    checkout's root): wall s, CPU s, compile ms, tokens."""
     cmd = leapgen_command() + ["generate", "--max-tokens", str(max_tokens)]
     if schema:
         cmd += ["--json-schema", str(SCHEMA)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(cmd + [PROMPT], capture_output=True, text=True, cwd=ROOT, env=env)
+    proc = subprocess.run(cmd + [PROMPT], capture_output=True, text=True, cwd=cwd, env=env)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -97,17 +97,17 @@ def generate_table(runs: int, max_tokens: list[int], fresh_index: bool, compare:
     checkouts = _checkouts(compare)
     rows, first = [], None
     for m in max_tokens:
-        got = {(c, k): [] for c, _ in checkouts for k in (True, False)}
+        got = {(c, k): [] for c, _, _ in checkouts for k in (True, False)}
         for r in range(runs):
-            for name, env in checkouts:
+            for name, env, cwd in checkouts:
                 for schema in (True, False):
-                    res = run_generate(schema, m, env)
+                    res = run_generate(schema, m, env, cwd)
                     got[name, schema].append(res)
                     print(f"  {name} max_tokens {m} run {r + 1} {'grammar' if schema else 'baseline'}: {res}",
                           file=sys.stderr)
                     if first is None and schema:
                         first = res
-        for name, _ in checkouts:
+        for name, _, _ in checkouts:
             med = {k: {f: statistics.median(x[f] for x in got[name, k]) for f in ("wall_s", "cpu_s")}
                    for k in (True, False)}
             compiles = [x["compile_ms"] for x in got[name, True]]
@@ -155,11 +155,14 @@ def _ttft(port: int, schema: dict, prompt: str = PROMPT) -> float:
     return ttft if ttft is not None else float("nan")
 
 
-def _checkouts(compare: str | None) -> list[tuple[str, dict | None]]:
-    """(name, environment) of this checkout and, with ``compare``, of that one (on PYTHONPATH)."""
-    out: list[tuple[str, dict | None]] = [("this", None)]
+def _checkouts(compare: str | None) -> list[tuple[str, dict | None, Path]]:
+    """(name, environment, working directory) of this checkout and, with ``compare``, of that one (on
+    PYTHONPATH, and run in its own root: a ``python -m`` child, as an older checkout starts its
+    compile worker, imports the leapgen of its working directory)."""
+    out: list[tuple[str, dict | None, Path]] = [("this", None, ROOT)]
     if compare is not None:
-        out.append((compare, dict(os.environ, PYTHONPATH=str(Path(compare).resolve()))))
+        root = Path(compare).resolve()
+        out.append((compare, dict(os.environ, PYTHONPATH=str(root)), root))
     return out
 
 
@@ -180,12 +183,12 @@ def renamed(schema: Any, suffix: str = "_2") -> Any:
     return out
 
 
-def _serve_ttfts(env: dict | None, readme_first: bool) -> tuple[float, float, float, float]:
+def _serve_ttfts(env: dict | None, cwd: Path, readme_first: bool) -> tuple[float, float, float, float]:
     """A new server's four TTFTs (s): two requests of the same work (the README schema and prompt,
     the renamed schema and reworded prompt; ``readme_first`` says which goes first), the first one
     again, ``SECOND_SCHEMA``."""
     port = _free_port()
-    proc = subprocess.Popen(leapgen_command() + ["serve", "--port", str(port)], cwd=ROOT, env=env,
+    proc = subprocess.Popen(leapgen_command() + ["serve", "--port", str(port)], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
@@ -213,10 +216,10 @@ def serve_table(runs: int, compare: str | None = None) -> str:
     """New servers, four requests each (:func:`_serve_ttfts`, alternating which of the pair goes
     first); with ``compare``, that checkout's server right after each of this one's."""
     checkouts = _checkouts(compare)
-    rows, ratios = [], {name: ([], []) for name, _ in checkouts}
+    rows, ratios = [], {name: ([], []) for name, _, _ in checkouts}
     for r in range(runs):
-        for name, env in checkouts:
-            t1, t2, t3, t4 = _serve_ttfts(env, readme_first=r % 2 == 0)
+        for name, env, cwd in checkouts:
+            t1, t2, t3, t4 = _serve_ttfts(env, cwd, readme_first=r % 2 == 0)
             ratios[name][0].append(t1 / t2)
             ratios[name][1].append(t1 / t4)
             rows.append(f"| {name} | {r + 1} | {'README' if r % 2 == 0 else 'renamed'} | {1e3 * t1:.0f} | "
