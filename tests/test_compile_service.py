@@ -4,6 +4,7 @@ the compile time limit."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import threading
 import time
@@ -158,9 +159,27 @@ def test_disk_cache_keeps_counted_lengths(info, tmp_path):
     assert not past >> ids["a"] & 1 and past >> ids['"'] & 1  # the 41st character refused, the quote allowed
     plain = GrammarCompiler(info, cache_dir=tmp_path, count_lengths=False)  # the same folder: not its entry
     assert plain.compile_json_schema(schema).is_regular and plain.cache.disk_hits == 0
+    (path,) = [p for p in tmp_path.glob("*.npz") if "bounds" in _meta_of(p)]
+    _rewrite_meta(path, bounds=[[0, 2**63]])  # a bound past what a count holds: a miss, not a crash
+    again = GrammarCompiler(info, cache_dir=tmp_path)
+    assert isinstance(again.compile_json_schema(schema), type(compiled)) and again.cache.disk_hits == 0
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "wrong_key"])
+def _meta_of(path) -> dict:
+    with np.load(path, allow_pickle=False) as data:
+        return json.loads(data["meta"].tobytes())
+
+
+def _rewrite_meta(path, **changes) -> None:
+    """Rewrite a disk-cache entry with its metadata changed (a well-formed file)."""
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["meta"] = np.frombuffer(json.dumps(dict(_meta_of(path), **changes)).encode(), np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "wrong_key", "bad_meta"])
 def test_disk_cache_tolerates_corrupt_files(info, tmp_path, damage):
     GrammarCompiler(info, cache_dir=tmp_path).compile_regex("(ab)+c")
     (path,) = tmp_path.glob("*.npz")
@@ -170,6 +189,8 @@ def test_disk_cache_tolerates_corrupt_files(info, tmp_path, damage):
         path.write_bytes(path.read_bytes()[:100])
     elif damage == "empty":
         path.write_bytes(b"")
+    elif damage == "bad_meta":  # readable, but its warnings are not a list of strings
+        _rewrite_meta(path, warnings=5)
     else:  # a well-formed entry of another grammar under this name
         other = GrammarCompiler(info, cache_dir=tmp_path / "other")
         other.compile_regex("c+")

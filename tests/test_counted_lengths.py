@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from leapgen import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
+from leapgen.errors import GrammarError
 from leapgen.compiler.compiled_counted import CountedGrammar
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -135,6 +136,19 @@ def test_pattern_classes_in_context_free_schemas_are_written_out(compilers):
             doc = '{"name":"' + "a" * n + '"}'
             mg, mh = GrammarMatcher(g), GrammarMatcher(h)
             assert (mg.accept_string(doc) and mg.is_completed()) == (mh.accept_string(doc) and mh.is_completed())
+
+
+@pytest.mark.parametrize("bound", [{"maxLength": 2**63}, {"minLength": 2**63}, {"maxLength": 2**64 + 5}])
+def test_bounds_past_a_count_fall_back_to_what_a_compile_without_counting_gives(compilers, bound):
+    """A bound no int64 count holds is written out as without counting (here: past the state limit,
+    the same clean error), never an overflow."""
+    counted, plain = compilers
+    schema = {"type": "string", **bound}
+    with pytest.raises(GrammarError) as without:
+        plain.compile_json_schema(schema, any_whitespace=False)
+    with pytest.raises(GrammarError) as got:
+        counted.compile_json_schema(schema, any_whitespace=False)
+    assert type(got.value) is type(without.value)
 
 
 def test_the_longest_tokens_are_the_first_rows(grammar_compiler):

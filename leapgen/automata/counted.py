@@ -35,8 +35,14 @@ from leapgen.automata.dfa_table import Dfa
 from leapgen.errors import GrammarError
 
 
+#: Count bounds from here on are not counted (counts are int64, whose maximum marks "no ``hi``"): a
+#: region bounded past it raises :class:`Uncountable`, and the compiler writes the lengths out instead.
+MAX_BOUND = 2**62
+
+
 class Uncountable(GrammarError):
-    """A DFA's counted regions cannot be followed deterministically (see the module docstring)."""
+    """A DFA's counted regions cannot be followed deterministically (see the module docstring), or
+    a bound is :data:`MAX_BOUND` or more."""
 
 
 class CountedDfa:
@@ -80,6 +86,8 @@ class CountedDfa:
 
     def __init__(self, dfa: Dfa, bounds):
         n, k = dfa.n_states, len(bounds)
+        if any(lo >= MAX_BOUND or (hi is not None and hi >= MAX_BOUND) for lo, hi in bounds):
+            raise Uncountable(f"a count bound of 2**62 or more ({bounds})")
         trans = np.asarray(dfa.trans)
         if trans.shape[1] != 256 + 2 * k:
             raise ValueError(f"a counted DFA over {k} regions has {256 + 2 * k} columns, not {trans.shape[1]}")

@@ -106,7 +106,8 @@ class DiskCache:
               and meta.get("version") == self.version and meta.get("fingerprint") == self.fingerprint
               and meta.get("key") == self._key_text(key) and trans.dtype == np.int32 and n > 0
               and _bounds_ok(bounds) and trans.shape[1] == 256 + 2 * len(bounds)
-              and accepting.dtype == np.bool_ and accepting.shape == (n,)
+              and accepting.dtype == np.bool_ and accepting.shape == (n,) and isinstance(meta.get("kind"), str)
+              and _strings(meta.get("warnings", []))
               and isinstance(meta.get("start"), int) and 0 <= meta["start"] < n
               and int(trans.min()) >= -1 and int(trans.max()) < n)
         if not ok:
@@ -210,6 +211,11 @@ class DiskCache:
                 pass  # gone already (another process trimmed it)
             total -= size
         return removed
+
+
+def _strings(value) -> bool:
+    """Whether ``value`` is a list of strings (an entry's warnings)."""
+    return isinstance(value, list) and all(isinstance(w, str) for w in value)
 
 
 def _bounds_ok(bounds) -> bool:
