@@ -211,7 +211,8 @@ class TokenIndex:
         words.flags.writeable = candidates.flags.writeable = False  # a cached row and a cached set, as there
         refuse_counted(words, 0, candidates, self.empty_words(), loop, one, one, one, np.zeros(1, np.int64),
                        np.zeros(1, np.int64), 0, 0, *self.token_rows())
-        self.tokens_holding(np.zeros(256, np.bool_), 1)  # its kernel
+        mat, lens, _, _ = self.token_rows()
+        count_bytes_in(mat[:1], lens[:1], np.zeros(256, np.bool_))  # the token sets' kernel, on one row
         self._pushdown_warm = False
 
     def warm_up_pushdown(self) -> None:
@@ -301,7 +302,7 @@ class TokenIndex:
         return self._json_content_slices
 
     @functools.cached_property
-    def _rows_of_tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rows_of_tokens(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if hasattr(self, "_byte_matrix"):  # the trie's own (maybe read from the index cache)
             mat, lens, ids = self._byte_matrix, self._byte_lengths, self._row_ids
         else:

@@ -68,40 +68,8 @@ def _recursive_rules(graph: dict[str, set[str]]) -> set[str]:
 def _rebuild(on_ref):
     """A memoized function: IR with every rule reference replaced by ``on_ref(ref, rebuild)``
     (``rebuild`` is the function itself, to rebuild what it returns)."""
-    memo: dict[ir.Node, ir.Node] = {}
-
-    def rebuild(node: ir.Node) -> ir.Node:
-        if not ir.ref_names(node):  # nothing to replace below (leaves included)
-            return node
-        got = memo.get(node)
-        if got is not None:
-            return got
-        if isinstance(node, ir.RuleRef):
-            out = on_ref(node, rebuild)
-        elif isinstance(node, ir.Seq):
-            out = ir.seq(*(rebuild(i) for i in node.items))
-        elif isinstance(node, ir.Alt):
-            out = ir.alt(*(rebuild(i) for i in node.items))
-        elif isinstance(node, ir.Intersect):
-            out = ir.intersect(*(rebuild(i) for i in node.items))
-        elif isinstance(node, ir.Repeat):
-            out = ir.repeat(rebuild(node.item), node.lo, node.hi)
-        elif isinstance(node, ir.Subsets):
-            out = ir.subsets([rebuild(i) for i in node.items], rebuild(node.sep))
-        elif isinstance(node, ir.Join):
-            out = ir.join(rebuild(node.item), rebuild(node.sep))
-        elif isinstance(node, ir.Diff):
-            out = ir.diff(rebuild(node.left), rebuild(node.right))
-        elif isinstance(node, ir.Quotient):
-            out = ir.quotient(rebuild(node.left), node.suffix)
-        elif isinstance(node, ir.Embed):
-            out = ir.embed(rebuild(node.item))
-        else:
-            out = node
-        memo[node] = out
-        return out
-
-    return rebuild
+    return ir.rewriter(lambda node, rebuild: on_ref(node, rebuild) if isinstance(node, ir.RuleRef) else None,
+                       keep=lambda node: not ir.ref_names(node))  # nothing to replace below (leaves included)
 
 
 def _inliner(rules: dict, kept: set):

@@ -493,6 +493,51 @@ def children(node: Node) -> tuple[Node, ...]:
     return get(node) if get is not None else ()
 
 
+def rewriter(replace, keep=None):
+    """A memoized function that rebuilds IR with some nodes replaced: at each node,
+    ``replace(node, rebuild)`` gives its replacement (``rebuild`` is the function itself, to rebuild
+    what it returns), or None to rebuild the node from its rebuilt children through the smart
+    constructors (:func:`seq`, :func:`alt`, ...). A node where ``keep(node)`` is true is returned as
+    it is (nothing to replace below it). Recursive over the IR's depth; pure but for its memo."""
+    memo: dict[Node, Node] = {}
+
+    def rebuild(node: Node) -> Node:
+        if keep is not None and keep(node):
+            return node
+        got = memo.get(node)
+        if got is not None:
+            return got
+        out = replace(node, rebuild)
+        if out is None:
+            kind = type(node)
+            if kind is Seq:
+                out = seq(*(rebuild(i) for i in node.items))
+            elif kind is Alt:
+                out = alt(*(rebuild(i) for i in node.items))
+            elif kind is Intersect:
+                out = intersect(*(rebuild(i) for i in node.items))
+            elif kind is Repeat:
+                out = repeat(rebuild(node.item), node.lo, node.hi)
+            elif kind is Counted:
+                out = counted(rebuild(node.item), node.lo, node.hi)
+            elif kind is Subsets:
+                out = subsets([rebuild(i) for i in node.items], rebuild(node.sep))
+            elif kind is Join:
+                out = join(rebuild(node.item), rebuild(node.sep))
+            elif kind is Diff:
+                out = diff(rebuild(node.left), rebuild(node.right))
+            elif kind is Quotient:
+                out = quotient(rebuild(node.left), node.suffix)
+            elif kind is Embed:
+                out = embed(rebuild(node.item))
+            else:
+                out = node
+        memo[node] = out
+        return out
+
+    return rebuild
+
+
 def iter_nodes(node: Node):
     """Every distinct subterm object of ``node`` (``node`` included), once each,
     iteratively: deep or heavily shared IR costs its size, never the recursion

@@ -130,13 +130,12 @@ def capped_lengths(c, lo: int, hi: int | None, ptr: str) -> tuple[int, int | Non
 
 def _written_out(c, node: ir.Counted) -> Node:
     """A counted region as a compile without counting writes it (:func:`expand_counted_rules`)."""
-    lo, hi = node.lo, node.hi
+    if max(node.lo, node.hi or 0) <= MAX_EXACT_LENGTH:
+        return ir.expand(node)
     if node.item == CHAR_ANY:
-        return blocked_content(c, lo, hi) if max(lo, hi or 0) > MAX_EXACT_LENGTH else string_content(lo, hi)
-    if max(lo, hi or 0) > MAX_EXACT_LENGTH:  # a pattern's class: capped, as beside any pattern
-        for ptr in c.class_runs.get(node) or [""]:
-            capped = capped_lengths(c, node.lo, node.hi, ptr)
-        lo, hi = capped
+        return blocked_content(c, node.lo, node.hi)
+    for ptr in c.class_runs.get(node) or [""]:  # a pattern's class: capped, as beside any pattern
+        lo, hi = capped_lengths(c, node.lo, node.hi, ptr)
     return ir.repeat(node.item, lo, hi)
 
 
@@ -144,38 +143,7 @@ def expand_counted_rules(c, rules: dict) -> dict:
     """``rules`` (name -> body, ``"root"`` included) with every counted region written out as a
     compile without counting writes it (:func:`string_content`, or :func:`blocked_content` past
     :data:`MAX_EXACT_LENGTH`); the block rule joins ``c.rules`` and the result. Pure but for ``c``."""
-    memo: dict = {}
-
-    def expand(node: Node) -> Node:
-        got = memo.get(node)
-        if got is not None:
-            return got
-        kind = type(node)
-        if kind is ir.Counted:
-            out = _written_out(c, node)
-        elif kind is ir.Seq:
-            out = ir.seq(*map(expand, node.items))
-        elif kind is ir.Alt:
-            out = ir.alt(*map(expand, node.items))
-        elif kind is ir.Intersect:
-            out = ir.intersect(*map(expand, node.items))
-        elif kind is ir.Repeat:
-            out = ir.repeat(expand(node.item), node.lo, node.hi)
-        elif kind is ir.Subsets:
-            out = ir.subsets([expand(i) for i in node.items], expand(node.sep))
-        elif kind is ir.Join:
-            out = ir.join(expand(node.item), expand(node.sep))
-        elif kind is ir.Diff:
-            out = ir.diff(expand(node.left), expand(node.right))
-        elif kind is ir.Quotient:
-            out = ir.quotient(expand(node.left), node.suffix)
-        elif kind is ir.Embed:
-            out = ir.embed(expand(node.item))
-        else:
-            out = node
-        memo[node] = out
-        return out
-
+    expand = ir.rewriter(lambda node, _: _written_out(c, node) if type(node) is ir.Counted else None)
     out = {name: expand(body) for name, body in rules.items()}
     c.rules.update({name: body for name, body in out.items() if name != "root"})
     out.update(c.rules)
