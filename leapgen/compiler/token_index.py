@@ -40,6 +40,8 @@ _NO_WORK_LIMIT = 1 << 60
 LOOP_JUMP_DEPTH = 6
 #: A state with fewer live ASCII bytes is not tried as a LOOP state to jump to (a string body has ~90).
 LOOP_JUMP_MIN_LIVE = 64
+#: The tries whose walk records (:meth:`TokenIndex.walk_records`) are kept at most; past it, all are dropped.
+MAX_WALK_RECORDS = 64
 
 
 class LoopJumps:
@@ -137,6 +139,7 @@ class TokenIndex:
         self._no_words = self.empty_words()  # the empty bitset, shared (read-only)
         self._no_words.flags.writeable = False
         self._token_sets: dict[tuple, np.ndarray] = {}  # see tokens_longer_than, tokens_holding
+        self._records: dict[tuple, tuple] = {}  # see walk_records
         self._sets_lock = threading.Lock()
         if self.use_trie:
             if not self._load(cache_dir, tokenizer_info, use_slices):
@@ -478,7 +481,20 @@ class TokenIndex:
             init, sliced, sliced_ids = slices.slices[i].split(k)
             trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         return trie_kernels.row_walk(trans_flat, state, live, self._no_words if init is None else init,
-                                     init is not None, *trie, ids)
+                                     init is not None, *self.walk_records(trie, ids))
+
+    def walk_records(self, trie: tuple, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`~leapgen.compiler.trie_kernels.walk_records` of ``trie`` (the vocabulary's or a
+        slice's) with the token ids ``ids`` of its rows, built at its first use (~4 ms with 128k
+        tokens) and kept (~7 MB for the vocabulary's trie: 24 bytes a node, 4 a token);
+        thread-safe."""
+        key = (id(trie[0]), id(ids))
+        got = self._records.get(key)
+        if got is None:
+            if len(self._records) >= MAX_WALK_RECORDS:  # free-text slices come and go (with_free_text_slice)
+                self._records.clear()
+            got = self._records[key] = (trie_kernels.walk_records(trie, ids), trie, ids)  # keeps the keys' arrays alive
+        return got[0]
 
     def _loop_target(self, trans_flat: np.ndarray, state: int, live: np.ndarray, memo: np.ndarray,
                      slices: SliceSet, loops: LoopJumps, leave_row: np.ndarray | None) -> int:

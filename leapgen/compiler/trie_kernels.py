@@ -251,17 +251,126 @@ def lazy_trie_walk(rows, stack_node, stack_state, n_stack, child_start, child_en
     return blocked_node[:n_blocked], blocked_state[:n_blocked], need_state[:n_need], need_byte[:n_need]
 
 
+#: :func:`row_walk` scans the subtrees of the nodes this deep in preorder (depth first above them).
+SCAN_DEPTH = 2
+
+
+def walk_records(trie: tuple, token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The trie of :func:`build_trie` (``trie``: its arrays) laid out for :func:`row_walk`, which
+    reads only live nodes near the root and scans in preorder below.
+
+    A preorder scan from the root (:func:`trie_walk`) reads each node it meets, the dead
+    children of live nodes included, in five arrays, and skips a dead subtree by a jump: with a
+    128k-token trie (10 MB) a restrictive state's walk is mostly cache misses among the root's and
+    its children's subtrees. Here a node's children are one contiguous run of ``(byte, node)``
+    pairs, checked against the DFA without touching the dead ones, down to :data:`SCAN_DEPTH`; the
+    subtrees there (small, and dense where they are live) are scanned in preorder, one 16-byte
+    record a node. Regular rows of JSONSchemaBench's Glaiveai2K (tune half) replayed with cold
+    caches: median 90 -> 58 µs, p99 185 -> 124; warm: 7.4 -> 4.0 µs (the scan from the root in
+    the same process). A depth-first walk all the way down was slower on dense rows (most of the
+    vocabulary live): 1.4-1.7x the scan's time on context-free frames' walks.
+
+    Parameters
+    ----------
+    trie : tuple of numpy.ndarray
+        :func:`build_trie`'s arrays.
+    token_ids : numpy.ndarray
+        int32: the token id of each of its rows.
+
+    Returns
+    -------
+    node_rec : numpy.ndarray
+        int32 ``(n_nodes + 1, 4)``, a row per node: its children are
+        ``child_rec[node_rec[v, 0]:node_rec[v + 1, 0]]``, the tokens ending at it
+        ``tok_ids[node_rec[v, 1]:node_rec[v + 1, 1]]``, its subtree the nodes ``v:node_rec[v, 2]``,
+        and ``node_rec[v, 3]`` is the byte it is entered with plus 256 times its depth.
+    child_rec : numpy.ndarray
+        int32 ``(n_children, 2)``: each child's byte and node.
+    tok_ids : numpy.ndarray
+        int32: the token ids in the order of ``node_toks`` (preorder).
+    """
+    (child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, _, node_byte,
+     node_depth, node_end) = trie
+    n = child_start.shape[0]
+    node_rec = np.zeros((n + 1, 4), np.int32)
+    node_rec[:n, 0], node_rec[n, 0] = child_start, child_end[-1]  # starts are running sums: v's end is v+1's start
+    node_rec[:n, 1], node_rec[n, 1] = node_tok_start, node_tok_end[-1]
+    node_rec[:n, 2], node_rec[n, 2] = node_end, n
+    node_rec[:n, 3] = node_byte.astype(np.int32) + (node_depth << 8)
+    m = int(child_end[-1])
+    child_rec = np.empty((max(m, 1), 2), np.int32)
+    child_rec[:m, 0], child_rec[:m, 1] = child_byte[:m], child_node[:m]
+    tok_ids = np.ascontiguousarray(token_ids[node_toks[:node_rec[n, 1]]], np.int32)  # node_toks has 1 entry if empty
+    for a in (node_rec, child_rec, tok_ids):
+        a.flags.writeable = False
+    return node_rec, child_rec, tok_ids
+
+
+@njit_inline
+def _push(stack_v, stack_s, top, v, s):
+    """Push ``(v, s)`` at ``top`` (the stacks doubled where full); returns the stacks."""
+    if top == stack_v.shape[0]:
+        stack_v, stack_s = _grow(stack_v), _grow(stack_s)
+    stack_v[top] = v
+    stack_s[top] = s
+    return stack_v, stack_s
+
+
 @njit
-def row_walk(trans_flat, start, state_class, init_words, has_init, child_start, child_end, child_byte, child_node,
-             node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids):
+def row_walk(trans_flat, start, state_class, init_words, has_init, node_rec, child_rec, tok_ids):
     """A fresh uint32 bitset: ``init_words`` (where ``has_init``: a token slice's bits) plus the
-    tokens :func:`trie_walk` finds ending in a class-1 state (a regular grammar's row, in one call)."""
+    tokens whose bytes all have transitions from ``start`` and end in a class-1 state (a regular
+    grammar's row, in one call), over :func:`walk_records`' layout."""
     words = np.zeros(init_words.shape[0], np.uint32)
     if has_init:
         words[:] = init_words
-    trie_walk(trans_flat, start, state_class, child_start, child_end, child_byte, child_node, node_tok_start,
-              node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids, words, words)
+    state_at = np.empty(WALK_DEPTH, np.int32)
+    stack_v = np.empty(WALK_DEPTH, np.int32)
+    stack_s = np.empty(WALK_DEPTH, np.int32)
+    stack_v[0], stack_s[0] = 0, start
+    top = 1
+    while top > 0:
+        top -= 1
+        base = stack_s[top] * 256
+        v = stack_v[top]
+        for k in range(node_rec[v, 0], node_rec[v + 1, 0]):
+            nxt = trans_flat[base + child_rec[k, 0]]
+            if nxt < 0:
+                continue
+            c = child_rec[k, 1]
+            if state_class[nxt] == 1:
+                _set_ids(words, tok_ids, node_rec[c, 1], node_rec[c + 1, 1])
+            if node_rec[c, 2] == c + 1:  # a leaf
+                continue
+            d0 = node_rec[c, 3] >> 8
+            if d0 < SCAN_DEPTH:
+                stack_v, stack_s = _push(stack_v, stack_s, top, c, nxt)
+                top += 1
+                continue
+            state_at = _deeper(state_at, d0)  # c's subtree, in preorder
+            state_at[d0] = nxt
+            u, end = c + 1, node_rec[c, 2]
+            while u < end:
+                info = node_rec[u, 3]
+                d = info >> 8
+                q = trans_flat[state_at[d - 1] * 256 + (info & 255)]
+                if q < 0:
+                    u = node_rec[u, 2]
+                    continue
+                state_at = _deeper(state_at, d)
+                state_at[d] = q
+                if state_class[q] == 1:
+                    _set_ids(words, tok_ids, node_rec[u, 1], node_rec[u + 1, 1])
+                u += 1
     return words
+
+
+@njit_inline
+def _set_ids(words, tok_ids, lo, hi):
+    """Set the bits of the tokens ``tok_ids[lo:hi]`` in ``words``."""
+    for j in range(lo, hi):
+        t = tok_ids[j]
+        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
 @njit

@@ -1,0 +1,83 @@
+"""The row walk over the trie's walk records (:func:`leapgen.compiler.trie_kernels.row_walk`)
+against a per-token walk of the DFA table written here (the oracle shares no code with the trie).
+
+The vocabularies are deep and dense over a few bytes, so that live and dead nodes meet on both
+sides of ``SCAN_DEPTH`` (depth first above it, preorder scan below), and empty or one-token
+vocabularies cover the records' edges.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leapgen.compiler import trie_kernels
+
+ALPHABET = b"ab\"{"
+
+
+def _trie(tokens: list[bytes]):
+    """The trie arrays, the token id of each row (ids are the list's positions, shuffled rows)."""
+    rows = list(range(len(tokens)))
+    width = max((len(t) for t in tokens), default=1) or 1
+    mat = np.zeros((len(tokens), width), np.uint8)
+    for r, t in enumerate(tokens):
+        mat[r, :len(t)] = list(t)
+    lengths = np.array([len(t) for t in tokens], np.int32)
+    order = np.array(sorted(rows, key=lambda r: tokens[r]), np.int32)
+    return trie_kernels.build_trie(mat, lengths, order), np.array(rows, np.int32)
+
+
+def _oracle(tokens, trans, start, state_class, init):
+    """Bit set per token id: in ``init``, or every byte has a transition and the end state is of class 1."""
+    words = init.copy()
+    for t, data in enumerate(tokens):
+        q = start
+        for b in data:
+            q = trans[q, b]
+            if q < 0:
+                break
+        if q >= 0 and data and state_class[q] == 1:
+            words[t >> 5] |= np.uint32(1 << (t & 31))
+    return words
+
+
+def _random_dfa(rng, n_states, density):
+    trans = np.full((n_states, 256), -1, np.int32)
+    for q in range(n_states):
+        for b in ALPHABET:
+            if rng.random() < density:
+                trans[q, b] = rng.integers(n_states)
+    return trans
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_row_walk_matches_a_per_token_walk(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 9, size=int(rng.integers(1, 400)))
+    tokens = sorted({bytes(rng.choice(list(ALPHABET), size=k).tolist()) for k in lengths})
+    rng.shuffle(tokens)
+    trie, ids = _trie(tokens)
+    records = trie_kernels.walk_records(trie, ids)
+    n_words = (len(tokens) + 31) // 32
+    for density in (0.3, 0.7, 1.0):
+        trans = _random_dfa(rng, 6, density)
+        state_class = rng.integers(0, 2, size=6).astype(np.int8)
+        for start in range(6):
+            init = np.zeros(n_words, np.uint32)
+            if start % 2:
+                init[rng.integers(n_words)] = np.uint32(rng.integers(1 << 32))
+            got = trie_kernels.row_walk(trans.reshape(-1), start, state_class, init, bool(start % 2), *records)
+            assert np.array_equal(got, _oracle(tokens, trans, start, state_class, init)), (density, start)
+
+
+@pytest.mark.parametrize("tokens", [[], [b"a"], [b"abab\"{ab"], [b"a", b"ab", b"aba", b"abab"], [b"b", b"ba"],
+                                    [b"a", b"ab", b"abb"], [b"{", b"{a", b"{ab", b"{b"]])
+def test_row_walk_small_vocabularies(tokens):
+    trie, ids = _trie(tokens)
+    trans = np.full((1, 256), -1, np.int32)
+    trans[0, list(ALPHABET)] = 0  # every byte of the alphabet loops
+    live = np.ones(1, np.int8)
+    init = np.zeros(max((len(tokens) + 31) // 32, 1), np.uint32)
+    got = trie_kernels.row_walk(trans.reshape(-1), 0, live, init, False, *trie_kernels.walk_records(trie, ids))
+    assert np.array_equal(got, _oracle(tokens, trans, 0, live, init))
