@@ -81,3 +81,51 @@ def test_row_walk_small_vocabularies(tokens):
     init = np.zeros(max((len(tokens) + 31) // 32, 1), np.uint32)
     got = trie_kernels.row_walk(trans.reshape(-1), 0, live, init, False, *trie_kernels.walk_records(trie, ids))
     assert np.array_equal(got, _oracle(tokens, trans, 0, live, init))
+
+
+def _frame_oracle(tokens, trans, start, leave_row, leave_bytes):
+    """Certain: every byte has a transition. Uncertain: the walk dies at a byte after which (or at
+    which) the frame could have left its rule, leaving at ``start`` itself not counted."""
+    certain, uncertain = set(), set()
+    for t, data in enumerate(tokens):
+        q, left = start, False
+        for i, b in enumerate(data):
+            if i > 0 and leave_row[q] >= 0 and leave_bytes[leave_row[q], b]:
+                left = True
+            q = trans[q, b]
+            if q < 0:
+                if left:
+                    uncertain.add(t)
+                break
+        else:
+            if data:
+                certain.add(t)
+    return certain, uncertain
+
+
+def _bits(words):
+    return {w * 32 + i for w in range(len(words)) for i in range(32) if (int(words[w]) >> i) & 1}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_frame_walk_matches_a_per_token_walk(seed):
+    from leapgen.compiler import pda_kernels
+
+    rng = np.random.default_rng(100 + seed)
+    lengths = rng.integers(1, 9, size=int(rng.integers(1, 400)))
+    tokens = sorted({bytes(rng.choice(list(ALPHABET), size=k).tolist()) for k in lengths})
+    rng.shuffle(tokens)
+    trie, ids = _trie(tokens)
+    records = trie_kernels.walk_records(trie, ids)
+    n_words = (len(tokens) + 31) // 32
+    for density in (0.3, 0.7, 1.0):
+        trans = _random_dfa(rng, 6, density)
+        leave_row = np.where(rng.random(6) < 0.5, rng.integers(0, 3, size=6), -1).astype(np.int32)
+        leave_bytes = rng.random((3, 256)) < 0.5
+        for start in range(6):
+            certain, uncertain = np.zeros(n_words, np.uint32), np.zeros(n_words, np.uint32)
+            got = pda_kernels.frame_walk(trans.reshape(-1), start, leave_row, leave_bytes, *records, trie[7],
+                                         certain, uncertain)
+            want_certain, want_uncertain = _frame_oracle(tokens, trans, start, leave_row, leave_bytes)
+            assert _bits(certain) == want_certain and _bits(uncertain) == want_uncertain, (density, start)
+            assert bool(got) == bool(want_uncertain)

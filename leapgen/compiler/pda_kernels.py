@@ -33,7 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from leapgen.automata.jit import njit, njit_inline
-from leapgen.compiler.trie_kernels import WALK_DEPTH, _deeper, _or_subtree, _set_bits, _set_candidate_bits, build_trie
+from leapgen.compiler.trie_kernels import (SCAN_DEPTH, WALK_DEPTH, _deeper, _grow, _or_subtree, _set_bits,
+                                          _set_candidate_bits, _set_ids, build_trie)
 
 #: pda_walk's results.
 WALK_DONE = 0
@@ -50,8 +51,7 @@ CHECK, FRAME_RETURN, FRAME_CONTEXT = 0, 1, 2
 
 
 @njit
-def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end, child_byte, child_node,
-               node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end, token_ids,
+def frame_walk(trans_flat, start, leave_row, leave_bytes, node_rec, child_rec, tok_ids, sub_tok_end,
                words_certain, words_uncertain):
     """Sort the trie's tokens from state ``start`` of a rule's byte DFA.
 
@@ -64,33 +64,64 @@ def frame_walk(trans_flat, start, leave_row, leave_bytes, child_start, child_end
     other expanded frames' business) is set in ``words_uncertain``, with
     every token of the trie subtree where it died. Mutates both bitsets;
     returns whether it set a bit in ``words_uncertain`` (bool).
-    The trie's linear layout is scanned as in
-    :func:`~leapgen.compiler.trie_kernels.trie_walk`.
+    Over :func:`~leapgen.compiler.trie_kernels.walk_records`' layout (``sub_tok_end``: the trie's
+    own), as :func:`~leapgen.compiler.trie_kernels.row_walk`: the children runs down to
+    ``SCAN_DEPTH``, the subtrees below in preorder.
     """
-    n = node_byte.shape[0]
-    state_at = np.empty(WALK_DEPTH, np.int32)
-    left_at = np.zeros(WALK_DEPTH, np.bool_)  # the prefix could have left the rule
-    state_at[0] = start
     any_uncertain = False
-    v = 1
-    while v < n:
-        d = node_depth[v]
-        s = state_at[d - 1]
-        b = node_byte[v]
-        row = leave_row[s] if d > 1 else -1
-        left = left_at[d - 1] or (row >= 0 and leave_bytes[row, b])
-        nxt = trans_flat[s * 256 + b]
-        if nxt < 0:
-            if left:
-                _set_bits(words_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
-                any_uncertain |= node_tok_start[v] < sub_tok_end[v]
-            v = node_end[v]
-            continue
-        state_at, left_at = _deeper(state_at, d), _deeper(left_at, d)
-        state_at[d] = nxt
-        left_at[d] = left
-        _set_bits(words_certain, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
-        v += 1
+    state_at = np.empty(WALK_DEPTH, np.int32)
+    left_at = np.empty(WALK_DEPTH, np.bool_)  # the prefix could have left the rule
+    stack_v = np.empty(WALK_DEPTH, np.int32)
+    stack_s = np.empty(WALK_DEPTH, np.int32)  # the state, negated minus one where the prefix could have left
+    stack_v[0], stack_s[0] = 0, start
+    top = 1
+    while top > 0:
+        top -= 1
+        v, s = stack_v[top], stack_s[top]
+        was_left = s < 0
+        if was_left:
+            s = -s - 1
+        row = leave_row[s] if v != 0 else -1
+        base = s * 256
+        for k in range(node_rec[v, 0], node_rec[v + 1, 0]):
+            b, c = child_rec[k, 0], child_rec[k, 1]
+            left = was_left or (row >= 0 and leave_bytes[row, b])
+            nxt = trans_flat[base + b]
+            if nxt < 0:
+                if left and node_rec[c, 1] < sub_tok_end[c]:
+                    _set_ids(words_uncertain, tok_ids, node_rec[c, 1], sub_tok_end[c])
+                    any_uncertain = True
+                continue
+            _set_ids(words_certain, tok_ids, node_rec[c, 1], node_rec[c + 1, 1])
+            if node_rec[c, 2] == c + 1:  # a leaf
+                continue
+            d0 = node_rec[c, 3] >> 8
+            if d0 < SCAN_DEPTH:
+                if top == stack_v.shape[0]:
+                    stack_v, stack_s = _grow(stack_v), _grow(stack_s)
+                stack_v[top], stack_s[top] = c, (-nxt - 1 if left else nxt)
+                top += 1
+                continue
+            state_at, left_at = _deeper(state_at, d0), _deeper(left_at, d0)  # c's subtree, in preorder
+            state_at[d0], left_at[d0] = nxt, left
+            u, end = c + 1, node_rec[c, 2]
+            while u < end:
+                info = node_rec[u, 3]
+                d, b = info >> 8, info & 255
+                q = state_at[d - 1]
+                r = leave_row[q]
+                left = left_at[d - 1] or (r >= 0 and leave_bytes[r, b])
+                q = trans_flat[q * 256 + b]
+                if q < 0:
+                    if left and node_rec[u, 1] < sub_tok_end[u]:
+                        _set_ids(words_uncertain, tok_ids, node_rec[u, 1], sub_tok_end[u])
+                        any_uncertain = True
+                    u = node_rec[u, 2]
+                    continue
+                state_at, left_at = _deeper(state_at, d), _deeper(left_at, d)
+                state_at[d], left_at[d] = q, left
+                _set_ids(words_certain, tok_ids, node_rec[u, 1], node_rec[u + 1, 1])
+                u += 1
     return any_uncertain
 
 

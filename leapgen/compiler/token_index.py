@@ -599,8 +599,8 @@ class TokenIndex:
                     loops.slice_of[target], *trie, ids, certain, uncertain)
                 i = -2
         if i != -2:
-            maybe_uncertain |= pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes, *trie, ids,
-                                                      certain, uncertain)
+            maybe_uncertain |= pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes,
+                                                      *self.walk_records(trie, ids), trie[7], certain, uncertain)
         if not (maybe_uncertain and self.any_bits(uncertain)):
             return certain, self._no_words, jumped  # most frames: one shared empty bitset, not 16 KB each
         # refine: follow calls through the callees, with the stack below the frame unknown
