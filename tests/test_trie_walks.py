@@ -129,3 +129,58 @@ def test_frame_walk_matches_a_per_token_walk(seed):
             want_certain, want_uncertain = _frame_oracle(tokens, trans, start, leave_row, leave_bytes)
             assert _bits(certain) == want_certain and _bits(uncertain) == want_uncertain, (density, start)
             assert bool(got) == bool(want_uncertain)
+
+
+def _via_oracle(tokens, trans, start, leave_row, leave_bytes, loop_state, loop_certain, loop_uncertain, in_class):
+    """:func:`_frame_oracle`, but a token whose prefix reaches ``loop_state`` by bytes all in ``in_class``
+    (the frame unable to leave on the way) is sorted as the loop state's sets say."""
+    certain, uncertain = set(), set()
+    for t, data in enumerate(tokens):
+        q, left, pure = start, False, True
+        for i, b in enumerate(data):
+            if i > 0 and leave_row[q] >= 0 and leave_bytes[leave_row[q], b]:
+                left = True
+            nxt = trans[q, b]
+            if nxt < 0:
+                if left:
+                    uncertain.add(t)
+                break
+            pure = pure and in_class[b] and not left
+            if pure and nxt == loop_state:
+                certain |= {t} & loop_certain
+                uncertain |= {t} & loop_uncertain
+                break
+            q = nxt
+        else:
+            if data:
+                certain.add(t)
+    return certain, uncertain
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_frame_walk_via_matches_a_per_token_walk(seed):
+    from leapgen.compiler import pda_kernels
+
+    rng = np.random.default_rng(200 + seed)
+    lengths = rng.integers(1, 9, size=int(rng.integers(1, 400)))
+    tokens = sorted({bytes(rng.choice(list(ALPHABET), size=k).tolist()) for k in lengths})
+    rng.shuffle(tokens)
+    trie, ids = _trie(tokens)
+    records = trie_kernels.walk_records(trie, ids)
+    n_words = (len(tokens) + 31) // 32
+    in_class = np.zeros(256, np.bool_)
+    in_class[list(b"ab")] = True
+    for density in (0.5, 1.0):
+        trans = _random_dfa(rng, 6, density)
+        leave_row = np.where(rng.random(6) < 0.4, rng.integers(0, 3, size=6), -1).astype(np.int32)
+        leave_bytes = rng.random((3, 256)) < 0.5
+        loop_sets = [rng.integers(0, 1 << 32, size=n_words, dtype=np.uint64).astype(np.uint32) for _ in range(2)]
+        for start in range(6):
+            loop_state = int(rng.integers(6))
+            certain, uncertain = np.zeros(n_words, np.uint32), np.zeros(n_words, np.uint32)
+            got = pda_kernels.frame_walk_via(trans.reshape(-1), start, leave_row, leave_bytes, loop_state, *loop_sets,
+                                             in_class, *records, trie[7], certain, uncertain)
+            want_certain, want_uncertain = _via_oracle(tokens, trans, start, leave_row, leave_bytes, loop_state,
+                                                       *(_bits(w) for w in loop_sets), in_class)
+            assert _bits(certain) == want_certain and _bits(uncertain) == want_uncertain, (density, start)
+            assert bool(got) or not want_uncertain

@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from leapgen.automata.jit import njit, njit_inline
-from leapgen.compiler.trie_kernels import (SCAN_DEPTH, WALK_DEPTH, _deeper, _grow, _or_subtree, _set_bits,
-                                          _set_candidate_bits, _set_ids, build_trie)
+from leapgen.compiler.trie_kernels import (SCAN_DEPTH, WALK_DEPTH, _deeper, _grow, _or_ids, _set_bits, _set_candidate_bits,
+                                          _set_ids, build_trie)
 
 #: pda_walk's results.
 WALK_DONE = 0
@@ -470,45 +470,77 @@ def bitset_any(words):
 
 @njit
 def frame_walk_via(trans_flat, start, leave_row, leave_bytes, loop_state, loop_certain, loop_uncertain, in_class,
-                   child_start, child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks,
-                   sub_tok_end, node_byte, node_depth, node_end, token_ids, words_certain, words_uncertain):
+                   node_rec, child_rec, tok_ids, sub_tok_end, words_certain, words_uncertain):
     """:func:`frame_walk` that jumps where it reaches ``loop_state`` (a LOOP state of a token
     slice, with no leave row) after bytes all in ``in_class`` without having been able to leave
     the rule: the subtree's tokens are then sorted as from ``loop_state`` itself, whose sort is
     ``loop_certain`` / ``loop_uncertain`` (see :func:`~leapgen.compiler.trie_kernels.trie_walk_via`).
-    Returns False where it surely set no bit in ``words_uncertain`` (bool)."""
-    n = node_byte.shape[0]
+    Returns False where it surely set no bit in ``words_uncertain`` (bool). The layout and
+    order of :func:`frame_walk`."""
     any_uncertain = False
     state_at = np.empty(WALK_DEPTH, np.int32)
-    left_at = np.zeros(WALK_DEPTH, np.bool_)
-    pure_at = np.zeros(WALK_DEPTH, np.bool_)
-    state_at[0] = start
-    pure_at[0] = True
-    v = 1
-    while v < n:
-        d = node_depth[v]
-        s = state_at[d - 1]
-        b = node_byte[v]
-        row = leave_row[s] if d > 1 else -1
-        left = left_at[d - 1] or (row >= 0 and leave_bytes[row, b])
-        nxt = trans_flat[s * 256 + b]
-        if nxt < 0:
-            if left:
-                _set_bits(words_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
-                any_uncertain |= node_tok_start[v] < sub_tok_end[v]
-            v = node_end[v]
-            continue
-        pure = pure_at[d - 1] and in_class[b] and not left
-        if pure and nxt == loop_state:
-            _or_subtree(words_certain, loop_certain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
-            _or_subtree(words_uncertain, loop_uncertain, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
-            any_uncertain |= node_tok_start[v] < sub_tok_end[v]
-            v = node_end[v]
-            continue
-        state_at, left_at, pure_at = _deeper(state_at, d), _deeper(left_at, d), _deeper(pure_at, d)
-        state_at[d] = nxt
-        left_at[d] = left
-        pure_at[d] = pure
-        _set_bits(words_certain, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
-        v += 1
+    left_at = np.empty(WALK_DEPTH, np.bool_)
+    pure_at = np.empty(WALK_DEPTH, np.bool_)
+    stack_v = np.empty(WALK_DEPTH, np.int32)
+    stack_s = np.empty(WALK_DEPTH, np.int32)
+    stack_f = np.empty(WALK_DEPTH, np.int32)  # 1: the prefix could have left the rule; 2: it is pure
+    stack_v[0], stack_s[0], stack_f[0] = 0, start, 2
+    top = 1
+    while top > 0:
+        top -= 1
+        v, s, flags = stack_v[top], stack_s[top], stack_f[top]
+        row = leave_row[s] if v != 0 else -1
+        base = s * 256
+        for k in range(node_rec[v, 0], node_rec[v + 1, 0]):
+            b, c = child_rec[k, 0], child_rec[k, 1]
+            left = (flags & 1) != 0 or (row >= 0 and leave_bytes[row, b])
+            nxt = trans_flat[base + b]
+            if nxt < 0:
+                if left and node_rec[c, 1] < sub_tok_end[c]:
+                    _set_ids(words_uncertain, tok_ids, node_rec[c, 1], sub_tok_end[c])
+                    any_uncertain = True
+                continue
+            pure = (flags & 2) != 0 and in_class[b] and not left
+            if pure and nxt == loop_state:
+                _or_ids(words_certain, loop_certain, tok_ids, node_rec[c, 1], sub_tok_end[c])
+                _or_ids(words_uncertain, loop_uncertain, tok_ids, node_rec[c, 1], sub_tok_end[c])
+                any_uncertain |= node_rec[c, 1] < sub_tok_end[c]
+                continue
+            _set_ids(words_certain, tok_ids, node_rec[c, 1], node_rec[c + 1, 1])
+            if node_rec[c, 2] == c + 1:  # a leaf
+                continue
+            d0 = node_rec[c, 3] >> 8
+            if d0 < SCAN_DEPTH:
+                if top == stack_v.shape[0]:
+                    stack_v, stack_s, stack_f = _grow(stack_v), _grow(stack_s), _grow(stack_f)
+                stack_v[top], stack_s[top], stack_f[top] = c, nxt, (1 if left else 0) | (2 if pure else 0)
+                top += 1
+                continue
+            state_at, left_at, pure_at = _deeper(state_at, d0), _deeper(left_at, d0), _deeper(pure_at, d0)
+            state_at[d0], left_at[d0], pure_at[d0] = nxt, left, pure  # c's subtree, in preorder
+            u, end = c + 1, node_rec[c, 2]
+            while u < end:
+                info = node_rec[u, 3]
+                d, b = info >> 8, info & 255
+                q = state_at[d - 1]
+                r = leave_row[q]
+                left = left_at[d - 1] or (r >= 0 and leave_bytes[r, b])
+                q = trans_flat[q * 256 + b]
+                if q < 0:
+                    if left and node_rec[u, 1] < sub_tok_end[u]:
+                        _set_ids(words_uncertain, tok_ids, node_rec[u, 1], sub_tok_end[u])
+                        any_uncertain = True
+                    u = node_rec[u, 2]
+                    continue
+                pure = pure_at[d - 1] and in_class[b] and not left
+                if pure and q == loop_state:
+                    _or_ids(words_certain, loop_certain, tok_ids, node_rec[u, 1], sub_tok_end[u])
+                    _or_ids(words_uncertain, loop_uncertain, tok_ids, node_rec[u, 1], sub_tok_end[u])
+                    any_uncertain |= node_rec[u, 1] < sub_tok_end[u]
+                    u = node_rec[u, 2]
+                    continue
+                state_at, left_at, pure_at = _deeper(state_at, d), _deeper(left_at, d), _deeper(pure_at, d)
+                state_at[d], left_at[d], pure_at[d] = q, left, pure
+                _set_ids(words_certain, tok_ids, node_rec[u, 1], node_rec[u + 1, 1])
+                u += 1
     return any_uncertain

@@ -237,8 +237,8 @@ class TokenIndex:
         stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))
         self.pushdown_walk(automaton, stacks, 8, one)
         row = self.empty_words()
-        pda_kernels.frame_walk_via(loop, 0, automaton[-2], automaton[-1], 0, row, row, _ASCII, *self._trie,
-                                   self._row_ids, row, row)
+        pda_kernels.frame_walk_via(loop, 0, automaton[-2], automaton[-1], 0, row, row, _ASCII,
+                                   *self.walk_records(self._trie, self._row_ids), self._trie[7], row, row)
         if self.default_slices.slices:  # a bounded slice from a frame that may leave its rule
             starts, *char_dfa = self.default_slices.char_dfas
             slice_leaves(loop, automaton[-2], 0, 1, self.new_slice_memo(1)[1], starts[0], *char_dfa)
@@ -596,7 +596,7 @@ class TokenIndex:
                 loop_certain, loop_uncertain, jumped = sort_of(target)[:3]  # certain here too, as deep
                 maybe_uncertain = pda_kernels.frame_walk_via(
                     trans_flat, state, leave_row, leave_bytes, target, loop_certain, loop_uncertain,
-                    loops.slice_of[target], *trie, ids, certain, uncertain)
+                    loops.slice_of[target], *self.walk_records(trie, ids), trie[7], certain, uncertain)
                 i = -2
         if i != -2:
             maybe_uncertain |= pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes,

@@ -251,15 +251,15 @@ def lazy_trie_walk(rows, stack_node, stack_state, n_stack, child_start, child_en
     return blocked_node[:n_blocked], blocked_state[:n_blocked], need_state[:n_need], need_byte[:n_need]
 
 
-#: :func:`row_walk` and :func:`~leapgen.compiler.pda_kernels.frame_walk` scan the subtrees of the nodes this deep
+#: :func:`row_walk` and :mod:`~leapgen.compiler.pda_kernels`' frame walks scan the subtrees of the nodes this deep
 #: in preorder (depth first above them).
 SCAN_DEPTH = 2
 
 
 def walk_records(trie: tuple, token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The trie of :func:`build_trie` (``trie``: its arrays) laid out for :func:`row_walk` and
-    :func:`~leapgen.compiler.pda_kernels.frame_walk`, which read only live nodes near the root
-    and scan in preorder below.
+    :func:`~leapgen.compiler.pda_kernels.frame_walk` / ``frame_walk_via``, which read only live
+    nodes near the root and scan in preorder below.
 
     A preorder scan from the root (:func:`trie_walk`) reads each node it meets, the dead
     children of live nodes included, in five arrays, and skips a dead subtree by a jump: with a
@@ -374,6 +374,16 @@ def _set_ids(words, tok_ids, lo, hi):
     for j in range(lo, hi):
         t = tok_ids[j]
         words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+
+
+@njit_inline
+def _or_ids(words, row, tok_ids, lo, hi):
+    """Set in ``words`` the bits ``row`` has of the tokens ``tok_ids[lo:hi]``."""
+    for j in range(lo, hi):
+        t = tok_ids[j]
+        bit = np.uint32(1) << np.uint32(t & 31)
+        if row[t >> 5] & bit:
+            words[t >> 5] |= bit
 
 
 @njit
