@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from leapgen.automata.jit import njit, njit_inline
-from leapgen.compiler.trie_kernels import (SCAN_DEPTH, WALK_DEPTH, _deeper, _grow, _or_ids, _set_bits, _set_candidate_bits,
-                                          _set_ids, build_trie)
+from leapgen.compiler.trie_kernels import (SCAN_DEPTH, WALK_DEPTH, _deeper, _grow, _or_ids, _set_bits,
+                                          _set_candidate_bits, _set_ids, build_trie)
 
 #: pda_walk's results.
 WALK_DONE = 0
