@@ -91,7 +91,9 @@ def _array(c, schema: dict, ptr: str, depth: int) -> Node:
         if rest == ir.NOTHING:
             cap = k
         elif cap is None or cap > k + 1:
-            rest = c.rule(rest, items_ptr)  # large items: a rule candidate (copied when the count is bounded)
+            # large items, or many copies of an item under maxItems: a rule candidate (kept as a rule where
+            # inlining its copies would outgrow the automaton: rules.kept_rules)
+            rest = c.rule(rest, items_ptr, 1 if cap is None else cap - k)
     if cap is not None and lo > cap:
         return ir.NOTHING
     if cap == 0:
