@@ -166,66 +166,72 @@ class Pda:
         # grammar's lists of tens of thousands of states were millions of references for each full collection)
         self.has_bytes = tuple(tuple(has_bytes[lo:hi].tolist()) for lo, hi in zip(base, base[1:]))
         self.accepting = tuple(tuple(d.accepting.tolist()) for d in self.dfas)
-        calls: list[tuple[tuple[tuple[int, int], ...], ...]] = []
-        no_calls: tuple = ()
-        call_columns = np.arange(256, 256 + n_rules)
-        for d in self.dfas:
-            per_state: list = [no_calls] * d.n_states
-            row_start, rets, symbols = csr_edges(d.trans, call_columns)
-            qs = np.repeat(np.arange(d.n_states), np.diff(row_start))
-            for q, callee, ret in zip(qs.tolist(), (symbols - 256).tolist(), rets.tolist()):
-                per_state[q] += ((callee, ret),)
-            calls.append(tuple(per_state))
-        self.calls = tuple(calls)
+        #: int32 ``(n_states,)``: the rule of each global state.
+        self.rule_of = np.repeat(np.arange(n_rules, dtype=np.int32), sizes)
+        edges = self._call_edges()
+        edge_rule, edge_state, edge_callee, edge_ret = edges
+        calls: list[list] = [[()] * n for n in sizes]  # the states without calls share one empty tuple
+        for r, q, callee, ret in zip(*(e.tolist() for e in edges)):
+            calls[r][q] += ((callee, ret),)
+        self.calls: tuple[tuple[tuple[tuple[int, int], ...], ...], ...] = tuple(map(tuple, calls))
+        has_call = np.zeros(len(has_bytes), np.bool_)
+        has_call[self.state_base[edge_rule] + edge_state] = True
         # exit states: accepting, with no byte and no call edge (a frame there can only pop); a rule with
         # options has none, so its frame stays below its callees (a matcher sees it active to the end)
-        self.is_exit = tuple(tuple(acc and not nb and not cl and opt is None for acc, nb, cl in zip(a, h, c))
-                             for a, h, c, opt in zip(self.accepting, self.has_bytes, self.calls, self.options))
+        no_options = np.array([o is None for o in self.options], np.bool_)
+        exit_g = self.accepting_flat & ~has_bytes & ~has_call & no_options[self.rule_of]
+        self.is_exit = tuple(tuple(exit_g[lo:hi].tolist()) for lo, hi in zip(base, base[1:]))
         # the run-time tables, per global state
-        self._has_bytes_g = tuple(x for rows in self.has_bytes for x in rows)
-        self._accepting_g = tuple(x for rows in self.accepting for x in rows)
+        self._has_bytes_g = tuple(has_bytes.tolist())
+        self._accepting_g = tuple(self.accepting_flat.tolist())
         # (callee's start, return state, tail call, callee rule where the call is guarded else -1)
         guarded = self.guards.by_callee
-        self._calls_g = tuple(tuple((base[callee] + self.dfas[callee].start, base[r] + ret, self.is_exit[r][ret],
-                                     callee if callee in guarded else -1)
-                                    for callee, ret in edges) for r, rows in enumerate(self.calls) for edges in rows)
+        calls_g: list = [()] * len(has_bytes)
+        for r, rows in enumerate(self.calls):
+            for q in np.flatnonzero(has_call[base[r]:base[r + 1]]).tolist():
+                calls_g[base[r] + q] = tuple((base[callee] + self.dfas[callee].start, base[r] + ret,
+                                              self.is_exit[r][ret], callee if callee in guarded else -1)
+                                             for callee, ret in rows[q])
+        self._calls_g = tuple(calls_g)
         #: Per global state: a frame there can neither call nor return, so its expansion is itself (plain
         #: bytes: :meth:`walk_plain`).
-        self.plain_g = tuple(not c and not a for c, a in zip(self._calls_g, self._accepting_g))
+        self.plain_g = tuple((~has_call & ~self.accepting_flat).tolist())
         self.stacks = StackStore()
         self.start_config: Config = (self.stacks.push(base[0] + self.dfas[0].start, EMPTY),)
-        self._pack_calls()
+        self._pack_calls(edges, has_call, exit_g)
 
-    def _pack_calls(self) -> None:
-        """The global arrays of :mod:`leapgen.compiler.pda_kernels` (see :func:`pda_walk`)."""
-        base = self._base
-        self._pack_leave_bytes()
-        ptr, start, ret, tail, guarded = [0], [], [], [], []
-        for r, rows in enumerate(self.calls):
-            for calls in rows:
-                for callee, back in calls:
-                    start.append(base[callee] + self.dfas[callee].start)
-                    ret.append(base[r] + back)
-                    tail.append(self.is_exit[r][back])
-                    guarded.append(callee in self.guards.by_callee)
-                ptr.append(len(start))
-        self.call_ptr = np.array(ptr, np.int32)
-        self.call_start = np.array(start, np.int32)
-        self.call_ret = np.array(ret, np.int32)
-        self.call_tail = np.array(tail, np.bool_)
+    def _call_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every call edge of the rules' automata: its rule, the rule's own state it leaves, the callee and
+        the return state (the rule's own), int64 ``(m,)`` each, by global state then callee."""
+        call_columns = np.arange(256, 256 + len(self.dfas))
+        parts = []
+        for r, d in enumerate(self.dfas):
+            row_start, rets, symbols = csr_edges(d.trans, call_columns)
+            qs = np.repeat(np.arange(d.n_states), np.diff(row_start))
+            parts.append((np.full(len(qs), r, np.int64), qs, symbols - 256, rets))
+        return tuple(np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, np.int64) for i in range(4))
+
+    def _pack_calls(self, edges: tuple, has_call: np.ndarray, exit_g: np.ndarray) -> None:
+        """The global arrays of :mod:`leapgen.compiler.pda_kernels` (see :func:`pda_walk`), from
+        :meth:`_call_edges`, the states with a call and the exit states (bool ``(n_states,)`` each)."""
+        edge_rule, edge_state, edge_callee, edge_ret = edges
+        self._pack_leave_bytes(edges, has_call)
+        starts = self.state_base[:-1] + np.array([d.start for d in self.dfas], np.int64)
+        ret_g = self.state_base[edge_rule] + edge_ret
+        per_state = np.bincount(self.state_base[edge_rule] + edge_state, minlength=len(has_call))
+        self.call_ptr = np.concatenate(([0], np.cumsum(per_state))).astype(np.int32)
+        self.call_start = starts[edge_callee].astype(np.int32)
+        self.call_ret = ret_g.astype(np.int32)
+        self.call_tail = exit_g[ret_g]
         #: bool, per call: a keyed object's guarded call (its frame's keys decide; the kernels give up there).
-        self.call_guarded = np.array(guarded, np.bool_)
-        sizes = np.diff(self.state_base)
-        #: int32 ``(n_states,)``: the rule of each global state.
-        self.rule_of = np.repeat(np.arange(len(self.dfas), dtype=np.int32), sizes)
+        self.call_guarded = np.isin(edge_callee, list(self.guards.by_callee))
         # the return sites of each rule: the states a frame of the rule may return to, over every call site
         # (a tail call's callee returns where its caller returns); the root's none (the end of the input)
         sites: list[set[int]] = [set() for _ in self.dfas]
         tails: list[set[int]] = [set() for _ in self.dfas]  # tails[r]: the callers that tail-call rule r
-        for r, rows in enumerate(self.calls):
-            for calls in rows:
-                for callee, back in calls:
-                    (tails[callee].add(r) if self.is_exit[r][back] else sites[callee].add(base[r] + back))
+        for r, callee, back, tail in zip(edge_rule.tolist(), edge_callee.tolist(), ret_g.tolist(),
+                                         self.call_tail.tolist()):
+            (tails[callee].add(r) if tail else sites[callee].add(back))
         changed = True
         while changed:
             changed = False
@@ -245,7 +251,7 @@ class Pda:
                 self.call_ret, self.call_tail, self.call_guarded, self.rule_of, self.ret_ptr, self.ret_site,
                 self.leave_row, self.leave_bytes)
 
-    def _pack_leave_bytes(self) -> None:
+    def _pack_leave_bytes(self, edges: tuple, has_call: np.ndarray) -> None:
         """Where a frame may leave its rule, and with which next bytes.
 
         ``leave_row`` (int32 ``(n_states,)``) is -1 where a frame can neither
@@ -262,9 +268,9 @@ class Pda:
         for r, d in enumerate(self.dfas):  # (guards off: the bytes any frame may take, whatever its keys)
             exp = self.expand((push(base[r] + d.start, EMPTY),), guards=False)
             first.append(self.next_bytes(exp) if not exp.complete else np.ones(256, np.bool_))
-            for calls in self.calls[r]:
-                for callee, ret in calls:
-                    sites[callee].add((r, ret))
+        edge_rule, _, edge_callee, edge_ret = edges
+        for r, callee, ret in zip(edge_rule.tolist(), edge_callee.tolist(), edge_ret.tolist()):
+            sites[callee].add((r, ret))
         # follow[r]: the bytes that may come first after rule r returns (a fixpoint over the call sites;
         # the root is followed by the end of the input)
         after = {}
@@ -286,22 +292,21 @@ class Pda:
                 if (got != follow[r]).any():
                     follow[r], changed = got, True
         rows: dict[tuple, int] = {}  # (rule if accepting else -1, callees) -> row of table
-        table, leave_row = [], []
-        for r, calls in enumerate(self.calls):
-            for q, edges in enumerate(calls):
-                if not (self.accepting[r][q] or edges):
-                    leave_row.append(-1)
-                    continue
-                key = (r if self.accepting[r][q] else -1, tuple(sorted({callee for callee, _ in edges})))
-                row = rows.get(key)
-                if row is None:
-                    got = follow[r].copy() if key[0] >= 0 else np.zeros(256, np.bool_)
-                    for callee in key[1]:
-                        got |= first[callee]
-                    row = rows[key] = len(table)
-                    table.append(got)
-                leave_row.append(row)
-        self.leave_row = np.array(leave_row, np.int32)
+        table = []
+        leave_row = np.full(len(has_call), -1, np.int32)  # -1 where a frame can neither call nor return
+        for g in np.flatnonzero(self.accepting_flat | has_call).tolist():
+            r = int(self.rule_of[g])
+            q = g - base[r]
+            key = (r if self.accepting[r][q] else -1, tuple(sorted({callee for callee, _ in self.calls[r][q]})))
+            row = rows.get(key)
+            if row is None:
+                got = follow[r].copy() if key[0] >= 0 else np.zeros(256, np.bool_)
+                for callee in key[1]:
+                    got |= first[callee]
+                row = rows[key] = len(table)
+                table.append(got)
+            leave_row[g] = row
+        self.leave_row = leave_row
         self.leave_bytes = np.array(table, np.bool_).reshape(-1, 256)
 
     def stack_arrays(self, config: Config, max_frames: int) -> tuple[np.ndarray, ...]:
