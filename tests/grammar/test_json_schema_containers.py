@@ -193,11 +193,12 @@ def test_unique_items_otherwise_warn_unless_one_item_at_most():
     assert any("uniqueItems" in w for w in warnings_of(big, any_whitespace=False))
 
 
-def test_an_item_copied_many_times_under_max_items_is_one_rule():
+@pytest.mark.parametrize("bounds", [{"maxItems": 1000}, {"minItems": 600}])
+def test_an_item_copied_many_times_under_item_bounds_is_one_rule(bounds):
     # Inlined, ``maxItems: 1000`` writes out 1,000 copies of the item's automaton (~68k DFA states and
-    # most of a second to build); as a rule, one copy is called from a chain of counts. The language stays
-    # the same: checked at the bound against the jsonschema package (members in the schema's order, as
-    # the compiler writes them by default).
+    # most of a second to build), ``minItems: 600`` 600; as a rule, one copy is called from a chain of
+    # counts. The language stays the same: checked at the bounds against the jsonschema package (members
+    # in the schema's order, as the compiler writes them by default).
     jsonschema = pytest.importorskip("jsonschema")
     from leapgen import GrammarCompiler, GrammarMatcher
     from leapgen.vocab import TokenizerInfo
@@ -205,7 +206,7 @@ def test_an_item_copied_many_times_under_max_items_is_one_rule():
     item = {"type": "object", "additionalProperties": False, "required": ["id", "role"],
             "properties": {"id": {"type": "string", "pattern": "^[A-Fa-f\\d]{24}$"},
                            "role": {"enum": ["collaborate", "view", "none"]}}}
-    schema = {"type": "array", "items": item, "maxItems": 1000}
+    schema = {"type": "array", "items": item, **bounds}
     node, _ = json_schema_to_ir(schema, any_whitespace=False)
     assert isinstance(node, ir.Grammar) and "node:/items" in node.rules
     compiled = GrammarCompiler(TokenizerInfo([bytes([b]) for b in range(256)], stop_token_ids=[])
@@ -213,8 +214,8 @@ def test_an_item_copied_many_times_under_max_items_is_one_rule():
     assert compiled.n_states < 10_000
     one = {"id": "0123456789abcdefABCDEF01", "role": "view"}
     bad = {"id": "0123456789abcdefABCDEF0", "role": "view"}
-    for value in ([one] * 1000, [one] * 1001, [one] * 999 + [bad], [], [one, {"id": one["id"], "role": "none"}],
-                  [one, {"id": one["id"]}]):
+    for value in ([one] * 1000, [one] * 1001, [one] * 999 + [bad], [], [one] * 599, [one] * 600,
+                  [one] * 599 + [{"id": one["id"], "role": "none"}], [one] * 599 + [{"id": one["id"]}]):
         text = json.dumps(value, separators=(",", ":"))
         m = GrammarMatcher(compiled)
         got = m.accept_string(text) and m.is_completed()

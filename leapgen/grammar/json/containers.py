@@ -91,9 +91,9 @@ def _array(c, schema: dict, ptr: str, depth: int) -> Node:
         if rest == ir.NOTHING:
             cap = k
         elif cap is None or cap > k + 1:
-            # large items, or many copies of an item under maxItems: a rule candidate (kept as a rule where
-            # inlining its copies would outgrow the automaton: rules.kept_rules)
-            rest = c.rule(rest, items_ptr, 1 if cap is None else cap - k)
+            # large items, or the many copies of an item that maxItems or minItems writes out: a rule
+            # candidate (kept as a rule where inlining its copies would outgrow the automaton: rules.kept_rules)
+            rest = c.rule(rest, items_ptr, cap - k if cap is not None else max(lo - k, 1))
     if cap is not None and lo > cap:
         return ir.NOTHING
     if cap == 0:
