@@ -169,7 +169,7 @@ class Pda:
         #: int32 ``(n_states,)``: the rule of each global state.
         self.rule_of = np.repeat(np.arange(n_rules, dtype=np.int32), sizes)
         edges = self._call_edges()
-        edge_rule, edge_state, edge_callee, edge_ret = edges
+        edge_rule, edge_state = edges[:2]
         calls: list[list] = [[()] * n for n in sizes]  # the states without calls share one empty tuple
         for r, q, callee, ret in zip(*(e.tolist() for e in edges)):
             calls[r][q] += ((callee, ret),)

@@ -184,8 +184,8 @@ MAX_EXCLUSIVE_SIZE = 60_000
 branches; beyond it the schema is compiled again with ``oneOf`` as ``anyOf``."""
 RULE_MIN_SIZE = 300
 """Array items and property values at least this large (IR nodes, tree
-expanded; an array item's copies under ``maxItems`` together) become rule
-candidates (:meth:`_Compiler.rule`)."""
+expanded; an array item's copies under ``maxItems`` or ``minItems`` together)
+become rule candidates (:meth:`_Compiler.rule`)."""
 INLINE_ALL_SIZE = DUPLICATION_BUDGETS[0]
 """Rule candidates alone (no recursion) whose whole expansion is at most this
 large are all inlined (:func:`.rules.kept_rules` would keep none)."""
@@ -418,8 +418,8 @@ class _Compiler(Applicators):
 
     def rule(self, node: Node, name: str, copies: int = 1) -> Node:
         """``node`` as a rule (a candidate for :func:`.rules.kept_rules`) when it, or its ``copies``
-        copies in the caller's expansion together (an array item under ``maxItems``), are large and rules
-        are allowed here; else ``node``."""
+        copies in the caller's expansion together (an array item under ``maxItems``/``minItems``), are
+        large and rules are allowed here; else ``node``."""
         if (not self.cfg or self._in_product or isinstance(node, ir.RuleRef)
                 or ir.tree_size(node) * max(copies, 1) < RULE_MIN_SIZE):
             return node
