@@ -220,3 +220,28 @@ def test_an_item_copied_many_times_under_item_bounds_is_one_rule(bounds):
         m = GrammarMatcher(compiled)
         got = m.accept_string(text) and m.is_completed()
         assert got == jsonschema.Draft202012Validator(schema).is_valid(value), text[:80]
+
+
+def test_unique_items_under_a_large_count_stay_inline():
+    # uniqueItems over a finite set of scalars intersects the array with "each value at most once", where
+    # no rule may stand: the items' many copies under maxItems do not make them a rule there (a rule made
+    # the compile fail with "rule reference ... inside an intersection"); with few copies it compiles
+    from leapgen import GrammarCompiler, GrammarMatcher
+    from leapgen.errors import CompileLimitError
+    from leapgen.vocab import TokenizerInfo
+
+    compiler = GrammarCompiler(TokenizerInfo([bytes([b]) for b in range(256)], stop_token_ids=[]))
+    values = [f"v{i}" for i in range(6)]
+
+    def schema(cap):
+        return {"type": "object", "properties": {
+            "t": {"type": "array", "items": {"enum": values}, "uniqueItems": True, "maxItems": cap},
+            "r": {"$ref": "#"}}}
+
+    with pytest.raises(CompileLimitError):  # 2,000 copies of the item inline: a size limit, as before
+        compiler.compile_json_schema(schema(2000), any_whitespace=False)
+    compiled = compiler.compile_json_schema(schema(300), any_whitespace=False)
+    for value, ok in (({"t": values[:3]}, True), ({"t": [values[0], values[0]]}, False),
+                      ({"t": values, "r": {"t": []}}, True)):
+        m = GrammarMatcher(compiled)
+        assert (m.accept_string(json.dumps(value, separators=(",", ":"))) and m.is_completed()) == ok, value

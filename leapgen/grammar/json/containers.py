@@ -92,8 +92,10 @@ def _array(c, schema: dict, ptr: str, depth: int) -> Node:
             cap = k
         elif cap is None or cap > k + 1:
             # large items, or the many copies of an item that maxItems or minItems writes out: a rule
-            # candidate (kept as a rule where inlining its copies would outgrow the automaton: rules.kept_rules)
-            rest = c.rule(rest, items_ptr, cap - k if cap is not None else max(lo - k, 1))
+            # candidate (kept as a rule where inlining its copies would outgrow the automaton: rules.kept_rules);
+            # not the copies under uniqueItems, which _unique may intersect with the array (no rule inside)
+            copies = 1 if schema.get("uniqueItems") is True else cap - k if cap is not None else max(lo - k, 1)
+            rest = c.rule(rest, items_ptr, copies)
     if cap is not None and lo > cap:
         return ir.NOTHING
     if cap == 0:
