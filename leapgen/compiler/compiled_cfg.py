@@ -265,7 +265,11 @@ class ContextFreeGrammar(CompiledGrammar):
                 self._tops.clear()
             got = self._tops[tops] = self._sort_tops(tops)
         certain, checks = got
-        return self._check_uncertain(state, checks, tops, certain) if checks else certain.copy()
+        if checks:
+            return self._check_uncertain(state, checks, tops, certain)
+        shared = certain.view()  # the frames' sort, kept: not copied (see _row_of)
+        shared.flags.writeable = False
+        return shared
 
     def _sort_tops(self, tops: tuple) -> tuple[np.ndarray, tuple]:
         """The frames' sorts joined (pure): the certain tokens (read-only), and what to
@@ -306,7 +310,7 @@ class ContextFreeGrammar(CompiledGrammar):
 
     def _check_uncertain(self, state: Config, checks: tuple, tops: tuple, certain: np.ndarray) -> np.ndarray:
         """``certain`` (not mutated) with the candidate tokens that the configuration ``state``
-        accepts: a fresh array, the caller's to mutate.
+        accepts: a fresh array, the caller's to mutate, or a read-only one kept (shared).
 
         ``checks`` and ``certain`` (see :meth:`_sort_tops`) follow from ``tops``, the expanded
         frames' sort. The kernel's result depends only on the top frames of
@@ -327,7 +331,7 @@ class ContextFreeGrammar(CompiledGrammar):
             for read in reads:
                 got = self._walks.get((tops, _stack_key(chains, read)))
                 if got is not None and deepest + got[1] <= pda.max_stack_depth:
-                    return got[0].copy()
+                    return got[0]
         stacks = pda.stack_arrays(state, MAX_KERNEL_FRAMES)
         row, pushed, read = certain.copy(), 0, 0  # the kernel sets the accepted candidates' bits in it
         sure = self._accepted_past_returns(state)
@@ -351,11 +355,10 @@ class ContextFreeGrammar(CompiledGrammar):
             self._walk_reads.clear()
             self._past_returns.clear()
         self._walk_reads.setdefault(tops, set()).add(read)
-        kept = row.copy()
-        kept.flags.writeable = False
+        row.flags.writeable = False  # kept, and shared with the caller (see _row_of)
         if chains is None or read > chained:
             chains = _stack_chains(pda, state, read, self._classes)
-        self._walks[tops, _stack_key(chains, read)] = (kept, pushed)
+        self._walks[tops, _stack_key(chains, read)] = (row, pushed)
         return row
 
 

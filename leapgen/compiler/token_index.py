@@ -138,6 +138,7 @@ class TokenIndex:
         self.token_slices: list[TokenSlice] = []
         self._no_words = self.empty_words()  # the empty bitset, shared (read-only)
         self._no_words.flags.writeable = False
+        self._spare = threading.local()  # .words: a zeroed bitset, lent per thread (see _borrow_words)
         self._token_sets: dict[tuple, np.ndarray] = {}  # see tokens_longer_than, tokens_holding
         self._records: dict[tuple, tuple] = {}  # see walk_records
         self._sets_lock = threading.Lock()
@@ -384,6 +385,20 @@ class TokenIndex:
         """A zeroed uint32 bitset of ``ceil(vocab_size / 32)`` words."""
         return np.zeros(self.bitmask_words, np.uint32)
 
+    def _borrow_words(self) -> np.ndarray:
+        """A zeroed bitset as :meth:`empty_words`, the calling thread's spare where it has one (taken from
+        it): the caller keeps it, or gives it back all zeros (:meth:`_give_back_words`). A fresh 16 KB
+        bitset costs ~10 µs of page faults where the allocator handed the memory back to the system."""
+        words = getattr(self._spare, "words", None)
+        if words is None:
+            return self.empty_words()
+        self._spare.words = None
+        return words
+
+    def _give_back_words(self, words: np.ndarray) -> None:
+        """Make ``words`` (all zeros, no other reference kept) the calling thread's spare."""
+        self._spare.words = words
+
     def any_bits(self, words: np.ndarray) -> bool:
         """Whether uint32 bitset ``words`` has a bit set (a kernel where numba is: ``ndarray.any``
         costs ~4 µs on a 128k-token bitset)."""
@@ -559,7 +574,7 @@ class TokenIndex:
         trans_flat, leave_row, leave_bytes = automaton[0], automaton[-2], automaton[-1]
         if not self.use_trie:
             return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes) + (0,)
-        certain, uncertain = self.empty_words(), self.empty_words()
+        certain, uncertain = self.empty_words(), self._borrow_words()  # most frames' uncertain stays empty
         trie, ids = self._trie, self._row_ids
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
@@ -602,6 +617,7 @@ class TokenIndex:
             maybe_uncertain |= pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes,
                                                       *self.walk_records(trie, ids), trie[7], certain, uncertain)
         if not (maybe_uncertain and self.any_bits(uncertain)):
+            self._give_back_words(uncertain)
             return certain, self._no_words, jumped  # most frames: one shared empty bitset, not 16 KB each
         # refine: follow calls through the callees, with the stack below the frame unknown
         pos = self.candidate_positions(uncertain)
@@ -895,6 +911,10 @@ class TokenIndex:
                 words[w] |= bits
             else:
                 words[w] &= ~bits
+
+    def any_stop_bits(self, words: np.ndarray) -> bool:
+        """Whether bitset ``words`` allows a stop token."""
+        return any(words[w] & bits for w, bits in self._stop_words)
 
     def allows_everything(self, words: np.ndarray) -> bool:
         """Whether bitset ``words`` allows every id below ``vocab_size``."""

@@ -142,3 +142,44 @@ def test_the_one_frame_walk_agrees_with_byte_steps(json_grammar):
             state = json_grammar.step(state, b)
         assert json_grammar.walk(json_grammar.start_state, text) == state
     assert json_grammar.walk(json_grammar.start_state, b'{"a":}') is None
+
+
+def test_frame_sorts_keep_their_sets_while_others_are_sorted(grammar_compiler):
+    """A frame sort lends its uncertain set from a spare kept per thread and gives the spare back only
+    where the set stayed empty: a set it returns is never written by a later sort."""
+    compiled = grammar_compiler("llama3").compile_grammar(JSON_GBNF)
+    inner = getattr(compiled, "compiled", compiled)
+    states = np.flatnonzero(inner.pda.has_bytes_flat).tolist()
+    sorts = [inner._sort_frame(g) for g in states]  # not the cache: each one sorted now
+    assert sum(s[3] for s in sorts) >= 3  # some frames with uncertain tokens, sorted before others
+    before = [(s[0].copy(), s[1].copy()) for s in sorts]
+    for g in states:
+        inner._sort_frame(g)
+    for (certain, uncertain), s in zip(before, sorts):
+        assert np.array_equal(certain, s[0]) and np.array_equal(uncertain, s[1])
+    kept = [s[1] for s in sorts if s[3]] + [getattr(inner.token_index._spare, "words", None)]
+    addresses = [a.__array_interface__["data"][0] for a in kept if a is not None]
+    assert len(set(addresses)) == len(addresses)  # no set is another's, nor the spare lent next
+
+
+def test_rows_shared_with_the_frame_sorts_are_read_only_and_exact(grammar_compiler):
+    """A row equal to a frame sort's certain tokens is that array, read-only (not a 16 KB copy); rows
+    that need stop-token bits are copies, so the frame sort keeps none."""
+    compiled = grammar_compiler("llama3").compile_grammar(JSON_GBNF)
+    inner = getattr(compiled, "compiled", compiled)
+    stop = inner.token_index.stop_token_ids.tolist()
+    shared = 0
+    for text in ('{"a":[1,"b"],"c":true}', "123"):  # a number may end where more digits may follow
+        m = GrammarMatcher(compiled)
+        for i in range(len(text) + 1):
+            row, _ = inner.bitmask_row(m.state)
+            assert not row.flags.writeable
+            words = row.view(np.uint32)
+            completed = inner.is_accepting(m.state)
+            assert all(bool((int(words[t >> 5]) >> (t & 31)) & 1) == completed for t in stop)
+            shared += any(np.shares_memory(words, f[0]) for f in inner._frame_tokens.values())
+            assert i == len(text) or m.accept_string(text[i])
+        assert completed
+    assert shared >= 5
+    for f in inner._frame_tokens.values():  # no stop bit leaked into a frame sort
+        assert not inner.token_index.any_stop_bits(f[0])
