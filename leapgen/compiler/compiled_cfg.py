@@ -194,7 +194,8 @@ class ContextFreeGrammar(CompiledGrammar):
     def memory_size_bytes(self) -> int:
         """Approximate bytes held (see :meth:`CompiledGrammar.memory_size_bytes`): the cached rows, the
         frame sorts (two bitsets each), the joined sorts of top frames (two), the reused walks (one), the
-        token-slice memo and the rules' automata; the configuration caches' Python objects are not counted."""
+        token-slice memo and the rules' automata; the configuration caches' Python objects are not counted, and a
+        row that is a frame sort's or a kept walk's array (see :meth:`_row_of`) is counted twice."""
         sorts = 2 * (len(self._frame_tokens) + len(self._tops)) + len(self._walks)
         return (super().memory_size_bytes() + sorts * self._row_bytes + int(self._slice_memo.nbytes)
                 + self._automaton_bytes)
