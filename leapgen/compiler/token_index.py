@@ -580,7 +580,8 @@ class TokenIndex:
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
         i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
-        jumped, maybe_uncertain = 0, False
+        jumped, maybe_uncertain, target = 0, False, -1
+        jumps = loops is not None and sort_of is not None
         if i >= 0:
             if k == LOOP and leave_row[state] >= 0:
                 k = UNBOUNDED  # the remainder trie walks from after the prefix, where other paths may be open
@@ -595,6 +596,8 @@ class TokenIndex:
             # So they are walked too: the whole trie, not the trie of the tokens outside the slice.
             if not 0 < k <= MAX_SLICE_CHARS:
                 trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
+                if k == UNBOUNDED and jumps:  # the outside tokens' walk may jump too (a string's first character)
+                    target = self._loop_target(trans_flat, state, live, memo, slices, loops, leave_row)
             else:
                 # the slice's tokens of more than k characters die in the rule: uncertain where the frame may
                 # leave it on their way (a superset the refine below and the check on the real stacks sort;
@@ -606,15 +609,14 @@ class TokenIndex:
                         uncertain |= slices.slices[i].every & ~words
                         maybe_uncertain = True
                     trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
-        elif loops is not None and sort_of is not None:
+        elif jumps:
             target = self._loop_target(trans_flat, state, live, memo, slices, loops, leave_row)
-            if target >= 0:
-                loop_certain, loop_uncertain, jumped = sort_of(target)[:3]  # certain here too, as deep
-                maybe_uncertain = pda_kernels.frame_walk_via(
-                    trans_flat, state, leave_row, leave_bytes, target, loop_certain, loop_uncertain,
-                    loops.slice_of[target], *self.walk_records(trie, ids), trie[7], certain, uncertain)
-                i = -2
-        if i != -2:
+        if target >= 0:
+            loop_certain, loop_uncertain, jumped = sort_of(target)[:3]  # certain here too, as deep
+            maybe_uncertain |= pda_kernels.frame_walk_via(
+                trans_flat, state, leave_row, leave_bytes, target, loop_certain, loop_uncertain,
+                loops.slice_of[target], *self.walk_records(trie, ids), trie[7], certain, uncertain)
+        else:
             maybe_uncertain |= pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes,
                                                       *self.walk_records(trie, ids), trie[7], certain, uncertain)
         if not (maybe_uncertain and self.any_bits(uncertain)):

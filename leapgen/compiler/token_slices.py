@@ -560,8 +560,9 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
     one-character steps (``step_memo`` of :func:`slice_limit`); the rows
     after them, where there are, one ``side`` for all the slices.
     """
-    if memo[0, state] >= 0:
-        return memo[0, state] >> 2, UNBOUNDED, memo[0, state] & 3
+    if memo[0, state] >= 0:  # met by an UNBOUNDED check: a LOOP where one character leads back (row 1 + i)
+        i = memo[0, state] >> 2
+        return i, (LOOP if memo[1 + i, state] == state else UNBOUNDED), memo[0, state] & 3
     n = starts.shape[0]
     lone = _lone_byte(trans_flat, state)
     if lone >= 0 and not _some_class_led_by(lone, starts, edge_start, edge_end, edge_byte):
