@@ -557,7 +557,8 @@ class TokenIndex:
         loops, sort_of : optional
             As :meth:`token_row`'s ``loops`` and ``row_of``: ``sort_of(q)`` is the frame sort
             (a tuple that starts ``certain, uncertain, pushed``) of a LOOP state ``q`` that cannot
-            leave its rule; where no slice applies, the walk jumps to it
+            leave its rule; where no slice applies, or a slice applies at any depth (``UNBOUNDED``,
+            a string's first character) and leaves the tokens outside it, the walk jumps to it
             (:func:`~leapgen.compiler.pda_kernels.frame_walk_via`).
 
         Returns

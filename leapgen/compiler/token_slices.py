@@ -556,7 +556,8 @@ def first_slice(trans_flat, state, state_class, memo, starts, edge_start, edge_e
     read and mutated. Row 0: where slice ``i`` is ``UNBOUNDED`` from
     ``state``, it is from every state a string of its characters reaches too
     (their successors were all met), so those states get ``4 * i + target``
-    and skip the check when their turn comes. Row ``1 + i``: slice ``i``'s
+    and skip the check when their turn comes (``LOOP`` where row ``1 + i``
+    says one character leads back to the state). Row ``1 + i``: slice ``i``'s
     one-character steps (``step_memo`` of :func:`slice_limit`); the rows
     after them, where there are, one ``side`` for all the slices.
     """
