@@ -12,6 +12,7 @@ import numpy as np
 from leapgen import AmbiguityLimitError, GrammarCompiler, GrammarMatcher
 from leapgen.automata.pda import MAX_CONFIG_STACKS
 from leapgen.automata.pda_stacks import EMPTY, StackStore, StackStoreFullError
+from leapgen.compiler.compiled_cfg import CERTAIN, HAS_UNCERTAIN, UNCERTAIN
 
 JSON_GBNF = r'''
 root   ::= value
@@ -151,13 +152,13 @@ def test_frame_sorts_keep_their_sets_while_others_are_sorted(grammar_compiler):
     inner = getattr(compiled, "compiled", compiled)
     states = np.flatnonzero(inner.pda.has_bytes_flat).tolist()
     sorts = [inner._sort_frame(g) for g in states]  # not the cache: each one sorted now
-    assert sum(s[3] for s in sorts) >= 3  # some frames with uncertain tokens, sorted before others
-    before = [(s[0].copy(), s[1].copy()) for s in sorts]
+    assert sum(s[HAS_UNCERTAIN] for s in sorts) >= 3  # some frames with uncertain tokens, sorted before others
+    before = [(s[CERTAIN].copy(), s[UNCERTAIN].copy()) for s in sorts]
     for g in states:
         inner._sort_frame(g)
     for (certain, uncertain), s in zip(before, sorts):
-        assert np.array_equal(certain, s[0]) and np.array_equal(uncertain, s[1])
-    kept = [s[1] for s in sorts if s[3]] + [getattr(inner.token_index._spare, "words", None)]
+        assert np.array_equal(certain, s[CERTAIN]) and np.array_equal(uncertain, s[UNCERTAIN])
+    kept = [s[UNCERTAIN] for s in sorts if s[HAS_UNCERTAIN]] + [getattr(inner.token_index._spare, "words", None)]
     addresses = [a.__array_interface__["data"][0] for a in kept if a is not None]
     assert len(set(addresses)) == len(addresses)  # no set is another's, nor the spare lent next
 
@@ -177,9 +178,9 @@ def test_rows_shared_with_the_frame_sorts_are_read_only_and_exact(grammar_compil
             words = row.view(np.uint32)
             completed = inner.is_accepting(m.state)
             assert all(bool((int(words[t >> 5]) >> (t & 31)) & 1) == completed for t in stop)
-            shared += any(np.shares_memory(words, f[0]) for f in inner._frame_tokens.values())
+            shared += any(np.shares_memory(words, f[CERTAIN]) for f in inner._frame_tokens.values())
             assert i == len(text) or m.accept_string(text[i])
         assert completed
     assert shared >= 5
     for f in inner._frame_tokens.values():  # no stop bit leaked into a frame sort
-        assert not inner.token_index.any_stop_bits(f[0])
+        assert not inner.token_index.any_stop_bits(f[CERTAIN])
