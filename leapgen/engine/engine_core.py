@@ -236,6 +236,9 @@ class EngineCore:
                     req.stored_logits = None
                     if self._hit_stop_string(req):  # a stop string inside the forced text ends it there
                         return
+                    if len(req.output_ids) >= req.params.max_tokens:  # the forced text alone reached it
+                        self._end(req, FinishReason.LENGTH)
+                        return
         if req.matcher is not None and req.grammar_ready and req.matcher.is_completed():
             if not allows_non_stop(req.matcher, req.stop_token_ids, self.grammar.vocab_size):
                 self._end(req, FinishReason.GRAMMAR)  # nothing left but EOS: save the forward

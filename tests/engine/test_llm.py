@@ -102,6 +102,17 @@ def test_fully_forced_output_needs_no_sampling(llm):
     assert out.jump_forward_tokens == out.completion_tokens > 0
 
 
+@pytest.mark.parametrize("max_tokens", [1, 2, 3])
+def test_text_forced_from_the_start_stops_at_max_tokens(llm, max_tokens):
+    # '{"name": "' is forced before anything is sampled: a jump that reaches max_tokens ends the request
+    # (it used to sample one more token: 2 tokens for max_tokens=1, as `leapgen generate` printed).
+    out = llm.generate(PERSON_PROMPT, SamplingParams(json_schema=PERSON_SCHEMA, max_tokens=max_tokens))[0]
+    assert out.completion_tokens == len(out.token_ids) == max_tokens
+    assert out.finish_reason == FinishReason.LENGTH
+    assert out.sampled_tokens == 0 and out.jump_forward_tokens == max_tokens
+    assert '{"name": "'.startswith(out.text)
+
+
 def test_json_schema_with_and_without_jump_forward(llm):
     import jsonschema
 
