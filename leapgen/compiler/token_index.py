@@ -294,6 +294,19 @@ class TokenIndex:
         take them (:mod:`leapgen.compiler.trie_kernels`; read-only; with the trie kernels only)."""
         return (*self._trie, self._row_ids)
 
+    def ids_in_byte_order(self) -> np.ndarray | None:
+        """The non-special tokens' ids sorted by their bytes (ties by id), as the index keeps them
+        (read from its disk cache, not sorted again); None without the trie kernels.
+
+        Returns
+        -------
+        numpy.ndarray or None
+            int64, shape ``(n_tokens,)``: every id whose bytes are not empty, once. A fresh array.
+        """
+        if not self.use_trie:
+            return None
+        return self._row_ids[self._lex_order].astype(np.int64)
+
     def _json_slices(self) -> list[TokenSlice]:
         """The slices of :data:`~leapgen.compiler.token_slices.JSON_CONTENT_CLASSES`, built once (~0.03 s
         with 128k tokens): a structural tag's JSON content with flexible whitespace has a state per

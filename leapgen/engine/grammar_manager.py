@@ -234,7 +234,9 @@ class GrammarManager:
         if self._healing is None:
             from leapgen.engine.token_healing import TokenHealing
 
-            self._healing = TokenHealing(self.token_text_bytes, self.tokenizer_info.special_token_ids)
+            index = getattr(self.compiler, "token_index", None)  # leapgen's: its tokens already in byte order
+            self._healing = TokenHealing(self.token_text_bytes, self.tokenizer_info.special_token_ids,
+                                         index.ids_in_byte_order() if index is not None else None)
         return self._healing
 
     @property

@@ -29,6 +29,11 @@ class TokenHealing:
         Each token id's bytes (``b""`` for special ids).
     special_token_ids : iterable of int
         Ids never counted as extensions (special, stop, padding).
+    sorted_ids : numpy.ndarray or None, default None
+        The ids to index, already sorted by their bytes (ties by id): every id whose
+        ``token_bytes`` are not empty and that is not in ``special_token_ids``, as
+        :meth:`TokenIndex.ids_in_byte_order <leapgen.compiler.token_index.TokenIndex.ids_in_byte_order>`
+        gives them (~60 ms less than sorting 49k tokens again in a new process). None: sorted here.
 
     Attributes
     ----------
@@ -36,11 +41,13 @@ class TokenHealing:
         As given (read by the jump-forward to measure token spans).
     """
 
-    def __init__(self, token_bytes: Sequence[bytes], special_token_ids: Any = ()):
-        special = frozenset(special_token_ids)
-        pairs = sorted((b, i) for i, b in enumerate(token_bytes) if b and i not in special)
-        self._sorted_bytes = [b for b, _ in pairs]
-        self._sorted_ids = np.fromiter((i for _, i in pairs), dtype=np.int64, count=len(pairs))
+    def __init__(self, token_bytes: Sequence[bytes], special_token_ids: Any = (), sorted_ids: np.ndarray | None = None):
+        if sorted_ids is None:
+            special = frozenset(special_token_ids)
+            pairs = sorted((b, i) for i, b in enumerate(token_bytes) if b and i not in special)
+            sorted_ids = np.fromiter((i for _, i in pairs), dtype=np.int64, count=len(pairs))
+        self._sorted_ids = np.asarray(sorted_ids, np.int64)
+        self._sorted_bytes = [token_bytes[i] for i in self._sorted_ids.tolist()]
         self.token_bytes = token_bytes
         self._vocab_size = len(token_bytes)
         self._cache: dict[int, np.ndarray] = {}
