@@ -131,7 +131,8 @@ class CountedDfa:
         big = np.iinfo(np.int64).max
         self.lo = np.array([lo for lo, _ in bounds], np.int64)
         self.hi = np.array([big if hi is None else hi for _, hi in bounds], np.int64)
-        self._byte_rows = byte.tolist()
+        self._byte = byte
+        self._byte_rows: list = [None] * n  # each state's row as a list, made at its first step (see _row)
         self._item_list, self._end_list = item_to.tolist(), end_to.tolist()
         self._region_list = region.tolist()
         self._lo_list, self._hi_list = self.lo.tolist(), self.hi.tolist()
@@ -173,8 +174,8 @@ class CountedDfa:
                     raise Uncountable("two counted regions share an item's states")
         interior = (out >= 0) & ~boundary
         # an interior state is entered only from its own region (an item start or a byte inside it)
-        src = np.repeat(np.arange(n), 256)[byte.reshape(-1) >= 0]
-        dst = byte.reshape(-1)[byte.reshape(-1) >= 0]
+        src, col = np.nonzero(byte >= 0)
+        dst = byte[src, col]
         bad = interior[dst] & (out[src] != out[dst])
         if bad.any():
             raise Uncountable("a counted item's state is entered from outside its region")
@@ -189,7 +190,7 @@ class CountedDfa:
         """The state after byte ``b`` from ``(q, c)``, or None where the byte or the count is refused
         (pure). At a boundary the byte starts an item (the count goes up; not past ``hi``) or ends the
         region (the count must be at least ``lo``; 0 after)."""
-        t = self._byte_rows[q][b]
+        t = (self._byte_rows[q] or self._row(q))[b]
         if t >= 0:
             return t, c
         k = self._region_list[q]
@@ -197,22 +198,28 @@ class CountedDfa:
             return None
         s = self._item_list[q]
         if s >= 0:
-            t = self._byte_rows[s][b]
+            t = (self._byte_rows[s] or self._row(s))[b]
             if t >= 0:
                 return (t, c + 1) if c < self._hi_list[k] else None
         s = self._end_list[q]
         if s >= 0:
-            t = self._byte_rows[s][b]
+            t = (self._byte_rows[s] or self._row(s))[b]
             if t >= 0:
                 return (t, 0) if c >= self._lo_list[k] else None
         return None
+
+    def _row(self, q: int) -> list:
+        """State ``q``'s byte edges as a list, kept (a list of every row cost ~17 ms at the construction
+        of a 5,000-state DFA, where a walk reads a few dozen rows). Mutates only that memo."""
+        row = self._byte_rows[q] = self._byte[q].tolist()
+        return row
 
     def walk(self, state: tuple[int, int], data: bytes) -> tuple[int, int] | None:
         """The state after ``data`` (:meth:`step` byte by byte), or None if refused (pure)."""
         q, c = state
         rows = self._byte_rows
         for b in data:
-            t = rows[q][b]
+            t = (rows[q] or self._row(q))[b]
             if t >= 0:
                 q = t
                 continue
@@ -225,12 +232,12 @@ class CountedDfa:
     def next_bytes(self, state: tuple[int, int]) -> np.ndarray:
         """bool ``(256,)``: the bytes :meth:`step` takes from ``state`` (pure)."""
         q, c = state
-        out = np.asarray(self._byte_rows[q]) >= 0
+        out = self._byte[q] >= 0
         k = self._region_list[q]
         if k >= 0:
             s, e = self._item_list[q], self._end_list[q]
             if s >= 0 and c < self._hi_list[k]:
-                out |= np.asarray(self._byte_rows[s]) >= 0
+                out |= self._byte[s] >= 0
             if e >= 0 and c >= self._lo_list[k]:
-                out |= np.asarray(self._byte_rows[e]) >= 0
+                out |= self._byte[e] >= 0
         return out
