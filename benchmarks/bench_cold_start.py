@@ -14,7 +14,9 @@ whose constrained output is shorter and mostly jumped forward). Reported per
 mode: the median wall time, the median CPU time (user + system, the load of
 other processes on a shared machine inflates wall times far more), the
 ``compile`` figure of the summary line, and the difference with the
-baseline. The first constrained run may build the vocabulary's token index
+baseline: of the medians, and the median of each pair's difference (a
+grammar run and the baseline run right after it: the machine's drift over
+minutes cancels, which the difference of medians leaves in). The first constrained run may build the vocabulary's token index
 (``$LEAPGEN_CACHE/token_index``); ``--fresh-index`` removes it before the
 first run to show that case too.
 
@@ -88,13 +90,15 @@ def run_generate(schema: bool, max_tokens: int, env: dict | None = None, cwd: Pa
             "compile_ms": int(got.group(2)) if got else None, "tokens": int(got.group(1)) if got else None}
 
 
-def generate_table(runs: int, max_tokens: list[int], fresh_index: bool, compare: str | None = None) -> str:
+def generate_table(runs: int, max_tokens: list[int], fresh_index: bool, compare: str | None = None,
+                   threads: int = 1) -> str:
     """Interleaved generate runs (grammar, baseline, grammar, ...) and their medians; with ``compare``
-    (another checkout's root), each run also runs that checkout's pair right after this one's."""
+    (another checkout's root), each run also runs that checkout's pair right after this one's; torch
+    with ``threads`` threads in each."""
     if fresh_index:
         root = os.environ.get("LEAPGEN_CACHE") or os.path.expanduser("~/.cache/leapgen")
         shutil.rmtree(Path(root) / "token_index", ignore_errors=True)
-    checkouts = _checkouts(compare)
+    checkouts = _checkouts(compare, threads)
     rows, first = [], None
     for m in max_tokens:
         got = {(c, k): [] for c, _, _ in checkouts for k in (True, False)}
@@ -110,15 +114,20 @@ def generate_table(runs: int, max_tokens: list[int], fresh_index: bool, compare:
         for name, _, _ in checkouts:
             med = {k: {f: statistics.median(x[f] for x in got[name, k]) for f in ("wall_s", "cpu_s")}
                    for k in (True, False)}
+            pairs = {f: statistics.median(g[f] - b[f] for g, b in zip(got[name, True], got[name, False]))
+                     for f in ("wall_s", "cpu_s")}  # each grammar run against the baseline run right after it
             compiles = [x["compile_ms"] for x in got[name, True]]
             rows.append(f"| {name} | {m} | {med[False]['wall_s']:.2f} | {med[True]['wall_s']:.2f} | "
-                        f"**{1e3 * (med[True]['wall_s'] - med[False]['wall_s']):+.0f}** | {med[False]['cpu_s']:.2f} | "
+                        f"**{1e3 * (med[True]['wall_s'] - med[False]['wall_s']):+.0f}** | "
+                        f"**{1e3 * pairs['wall_s']:+.0f}** | {med[False]['cpu_s']:.2f} | "
                         f"{med[True]['cpu_s']:.2f} | **{1e3 * (med[True]['cpu_s'] - med[False]['cpu_s']):+.0f}** | "
+                        f"**{1e3 * pairs['cpu_s']:+.0f}** | "
                         f"**{statistics.median(compiles):.0f}** ({', '.join(str(c) for c in compiles)}) | "
                         f"{got[name, False][0]['tokens']} / {got[name, True][0]['tokens']} |")
-    head = ("| checkout | max tokens | baseline wall s | grammar wall s | wall difference ms | baseline CPU s | "
-            "grammar CPU s | CPU difference ms | compile ms, median (runs) | tokens baseline / grammar |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    head = ("| checkout | max tokens | baseline wall s | grammar wall s | wall difference ms | wall difference, "
+            "median of pairs ms | baseline CPU s | grammar CPU s | CPU difference ms | CPU difference, median of "
+            "pairs ms | compile ms, median (runs) | tokens baseline / grammar |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     note = ""
     if fresh_index and first is not None:
         note = (f"\n\nFirst constrained run, token index built (not on disk yet): wall {first['wall_s']:.2f} s, "
@@ -155,14 +164,22 @@ def _ttft(port: int, schema: dict, prompt: str = PROMPT) -> float:
     return ttft if ttft is not None else float("nan")
 
 
-def _checkouts(compare: str | None) -> list[tuple[str, dict | None, Path]]:
+#: torch's threads in every process measured (``--threads``): with none set, each process picks its own
+#: from the load average it starts under (``leapgen.engine.model_loader.default_num_threads``: 1 or 2 on
+#: a 2-core machine, run to run), so two runs of one pair could differ in that too.
+THREADS_ENV = "LEAPGEN_NUM_THREADS"
+
+
+def _checkouts(compare: str | None, threads: int = 1) -> list[tuple[str, dict, Path]]:
     """(name, environment, working directory) of this checkout and, with ``compare``, of that one (on
     PYTHONPATH, and run in its own root: a ``python -m`` child, as an older checkout starts its
-    compile worker, imports the leapgen of its working directory)."""
-    out: list[tuple[str, dict | None, Path]] = [("this", None, ROOT)]
+    compile worker, imports the leapgen of its working directory); every environment sets torch's
+    ``threads`` (:data:`THREADS_ENV`)."""
+    base = dict(os.environ, **{THREADS_ENV: str(threads)})
+    out: list[tuple[str, dict, Path]] = [("this", base, ROOT)]
     if compare is not None:
         root = Path(compare).resolve()
-        out.append((compare, dict(os.environ, PYTHONPATH=str(root)), root))
+        out.append((compare, dict(base, PYTHONPATH=str(root)), root))
     return out
 
 
@@ -212,10 +229,10 @@ def _serve_ttfts(env: dict | None, cwd: Path, readme_first: bool) -> tuple[float
         proc.wait(30)
 
 
-def serve_table(runs: int, compare: str | None = None) -> str:
+def serve_table(runs: int, compare: str | None = None, threads: int = 1) -> str:
     """New servers, four requests each (:func:`_serve_ttfts`, alternating which of the pair goes
     first); with ``compare``, that checkout's server right after each of this one's."""
-    checkouts = _checkouts(compare)
+    checkouts = _checkouts(compare, threads)
     rows, ratios = [], {name: ([], []) for name, _, _ in checkouts}
     for r in range(runs):
         for name, env, cwd in checkouts:
@@ -239,16 +256,19 @@ def main(argv=None) -> int:
     p.add_argument("--fresh-index", action="store_true", help="remove the token index cache before the first run")
     p.add_argument("--compare", metavar="CHECKOUT",
                    help="another checkout's root (e.g. an export of main): its runs interleave with these")
+    p.add_argument("--threads", type=int, default=1,
+                   help=f"torch's threads in every process measured (${THREADS_ENV}; default 1: the same in both "
+                        "modes, whatever the load average)")
     p.add_argument("--no-generate", action="store_true")
     p.add_argument("--no-serve", action="store_true")
     args = p.parse_args(argv)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
     if not args.no_generate:
         print("\n#### leapgen generate, new processes (medians of %d interleaved runs)\n" % args.runs)
-        print(generate_table(args.runs, args.max_tokens, args.fresh_index, args.compare))
+        print(generate_table(args.runs, args.max_tokens, args.fresh_index, args.compare, args.threads))
     if not args.no_serve:
         print("\n#### leapgen serve: first constrained requests of new servers\n")
-        print(serve_table(args.runs, args.compare))
+        print(serve_table(args.runs, args.compare, args.threads))
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
