@@ -16,9 +16,11 @@ other processes on a shared machine inflates wall times far more), the
 ``compile`` figure of the summary line, and the difference with the
 baseline: of the medians, and the median of each pair's difference (a
 grammar run and the baseline run right after it: the machine's drift over
-minutes cancels, which the difference of medians leaves in). The first constrained run may build the vocabulary's token index
+minutes cancels, which the difference of medians leaves in). The first
+constrained run may build the vocabulary's token index
 (``$LEAPGEN_CACHE/token_index``); ``--fresh-index`` removes it before the
-first run to show that case too.
+first run to show that case too. Every process runs torch with the same
+number of threads (``--threads``, default 1).
 
 ``serve``: a new ``leapgen serve`` (its start-up prepares the grammar layer
 and runs a warm-up request), then four streamed chat requests one after
