@@ -264,6 +264,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-generate", action="store_true")
     p.add_argument("--no-serve", action="store_true")
     args = p.parse_args(argv)
+    if args.threads < 1:
+        p.error(f"--threads must be >= 1, got {args.threads}")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
     if not args.no_generate:
         print("\n#### leapgen generate, new processes (medians of %d interleaved runs)\n" % args.runs)

@@ -234,10 +234,7 @@ class EngineCore:
                 # (or the extend after it: the stored logits are then stale).
                 if self._jump_forward(req):
                     req.stored_logits = None
-                    if self._hit_stop_string(req):  # a stop string inside the forced text ends it there
-                        return
-                    if len(req.output_ids) >= req.params.max_tokens:  # the forced text alone reached it
-                        self._end(req, FinishReason.LENGTH)
+                    if self._ended_after_jump(req):
                         return
         if req.matcher is not None and req.grammar_ready and req.matcher.is_completed():
             if not allows_non_stop(req.matcher, req.stop_token_ids, self.grammar.vocab_size):
@@ -286,10 +283,18 @@ class EngineCore:
             if len(req.output_ids) >= params.max_tokens:
                 self._end(req, FinishReason.LENGTH)
                 return
-        if params.jump_forward and req.matcher is not None:
-            if self._jump_forward(req) and not self._hit_stop_string(req):
-                if len(req.output_ids) >= params.max_tokens:
-                    self._end(req, FinishReason.LENGTH)
+        if params.jump_forward and req.matcher is not None and self._jump_forward(req):
+            self._ended_after_jump(req)
+
+    def _ended_after_jump(self, req: Request) -> bool:
+        """After a jump-forward, end ``req`` where its forced text holds a stop string (cut there) or
+        reaches ``max_tokens``; True if it ended."""
+        if self._hit_stop_string(req):
+            return True
+        if len(req.output_ids) >= req.params.max_tokens:
+            self._end(req, FinishReason.LENGTH)
+            return True
+        return False
 
     def _hit_stop_string(self, req: Request) -> bool:
         """Cut the output at the first stop string and finish; True if one hit."""
