@@ -78,7 +78,8 @@ def test_row_walk_matches_a_per_token_walk(seed):
             init = np.zeros(n_words, np.uint32)
             if start % 2:
                 init[rng.integers(n_words)] = np.uint32(rng.integers(1 << 32))
-            got = trie_kernels.row_walk(trans.reshape(-1), start, state_class, init, bool(start % 2), *records)
+            got = trie_kernels.row_walk(trans.reshape(-1), start, state_class, init, bool(start % 2), *records,
+                                        np.full(n_words, 0xFFFFFFFF, np.uint32))  # overwritten
             assert np.array_equal(got, _oracle(tokens, trans, start, state_class, init)), (density, start)
 
 
@@ -90,7 +91,8 @@ def test_row_walk_small_vocabularies(tokens):
     trans[0, list(ALPHABET)] = 0  # every byte of the alphabet loops
     live = np.ones(1, np.int8)
     init = np.zeros(max((len(tokens) + 31) // 32, 1), np.uint32)
-    got = trie_kernels.row_walk(trans.reshape(-1), 0, live, init, False, *trie_kernels.walk_records(trie, ids))
+    got = trie_kernels.row_walk(trans.reshape(-1), 0, live, init, False, *trie_kernels.walk_records(trie, ids),
+                                np.full(len(init), 0xFFFFFFFF, np.uint32))
     assert np.array_equal(got, _oracle(tokens, trans, 0, live, init))
 
 

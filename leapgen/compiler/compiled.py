@@ -18,7 +18,7 @@ import numpy as np
 
 from leapgen.automata import Dfa
 from leapgen.automata.limits import check_deadline
-from leapgen.compiler.compact_rows import CompactRows, single_byte_rows
+from leapgen.compiler.compact_rows import CompactRows, compact_words, expand_words, single_byte_rows
 from leapgen.compiler.token_index import LoopJumps, TokenIndex
 from leapgen.compiler.token_literals import find_token_literals, lead_free_words, set_literal_bits
 from leapgen.grammar.ir import TOKEN_LEAD
@@ -76,7 +76,10 @@ class CompiledGrammar:
         self._row_bytes = row_bytes
         self._max_cached_rows = max(16, mask_cache_bytes // max(row_bytes, 1))
         self.on_grow = None
-        self._rows: OrderedDict[Hashable, tuple[np.ndarray, bool]] = OrderedDict()
+        # state -> (row, need_apply), or a row kept packed (see _keep_packed): (idx, val, ones, need_apply)
+        self._rows: OrderedDict[Hashable, tuple] = OrderedDict()
+        self._rows_bytes = 0  # what the entries of _rows hold
+        self._index_dtype = np.zeros(0, np.uint16 if token_index.bitmask_words <= 1 << 16 else np.int32)
         self._forced: dict[Hashable, bytes] = {}
         self._lock = threading.Lock()
         self.mask_cache_hits = 0
@@ -172,7 +175,7 @@ class CompiledGrammar:
         got = self._rows.get(state)
         if got is not None:
             self.mask_cache_hits += 1
-            return got
+            return got if len(got) == 2 else self._unpacked(state, got)
         stored = self._compact.row(state) if self._compact is not None else None
         if stored is not None:  # computed at compile time (RegularGrammar.precompute_rows)
             self.mask_cache_hits += 1
@@ -185,31 +188,79 @@ class CompiledGrammar:
         row.flags.writeable = False
         return self._keep_row(state, (row, need_apply))
 
-    def _keep_row(self, key: Hashable, got: tuple[np.ndarray, bool]) -> tuple[np.ndarray, bool]:
-        """Cache a computed ``(row, need_apply)`` under ``key`` (least recently used rows past the bound
-        dropped), tell ``on_grow``, and return it."""
+    def _keep_row(self, key: Hashable, got: tuple) -> tuple:
+        """Cache a computed ``(row, need_apply)`` (or a packed entry: :meth:`_keep_packed`) under
+        ``key``, replacing any entry there (least recently used rows past the bound dropped), tell
+        ``on_grow``, and return it."""
         with self._lock:
+            old = self._rows.get(key)
+            if old is not None:
+                self._rows_bytes -= _entry_bytes(old)
             self._rows[key] = got
+            self._rows_bytes += _entry_bytes(got)
             while len(self._rows) > self._max_cached_rows:
-                self._rows.popitem(last=False)
+                self._rows_bytes -= _entry_bytes(self._rows.popitem(last=False)[1])
         if self.on_grow is not None:
             self.on_grow(self)
         return got
 
+    def _keep_packed(self, key: Hashable, words: np.ndarray, need_apply: bool) -> None:
+        """Cache the row ``words`` (uint32, read, not kept) under ``key`` as the words that differ
+        from its base word (:func:`~leapgen.compiler.compact_rows.compact_words`: ~1-2 KB for most
+        rows of 128k tokens, where a full row is 16 KB of memory the process never touched: ~10 µs
+        of page faults at each first visit), or whole where that is no smaller."""
+        idx, val, ones = compact_words(words, self._index_dtype)
+        if idx.nbytes + val.nbytes < words.nbytes:
+            self._keep_row(key, (idx, val, ones, need_apply))
+        else:
+            row = words.copy().view(np.int32)
+            row.flags.writeable = False
+            self._keep_row(key, (row, need_apply))
+
+    def _unpacked(self, key: Hashable, got: tuple) -> tuple[np.ndarray, bool]:
+        """The ``(row, need_apply)`` of a packed entry, kept whole in its place from now on (a state
+        asked for a whole row, such as a LOOP state's for the walks, is asked again)."""
+        words = np.empty(self.token_index.bitmask_words, np.uint32)
+        expand_words(words, got[2], got[0], got[1], 0, len(got[0]))
+        row = words.view(np.int32)
+        row.flags.writeable = False
+        return self._keep_row(key, (row, got[3]))
+
+    def _write_new_row(self, state: Hashable, words: np.ndarray) -> bool | None:
+        """Compute the row of ``state`` (not cached) into ``words`` (uint32, mutated), cache it and
+        return its need_apply flag; None (``words`` untouched) where the grammar computes rows of
+        its own arrays only (then :meth:`bitmask_row`)."""
+        return None
+
+    def prepare_row(self, state: Hashable) -> None:
+        """Compute and cache the row of ``state`` now, unless cached (a batch's pool threads fill
+        their states' rows ahead of :meth:`write_row`). Mutates the row cache only."""
+        if self.has_bitmask_row(state):
+            return
+        if self._write_new_row(state, np.empty(self.token_index.bitmask_words, np.uint32)) is None:
+            self.bitmask_row(state)
+
     def write_row(self, state: Hashable, out: np.ndarray) -> bool:
         """Write the bitmask row of ``state`` (:meth:`bitmask_row`) into ``out`` (int32
         ``(ceil(vocab_size / 32),)``, contiguous; mutated) and return its need_apply flag. A row
-        computed at compile time is expanded into ``out`` straight, not cached as a full row."""
+        computed at compile time, or kept packed, is expanded into ``out`` straight; a row not
+        computed yet is computed in ``out`` where the grammar can (:meth:`_write_new_row`)."""
         got = self._rows.get(state)
-        if got is None and self._compact is not None:
-            need_apply = self._compact.write(state, out.view(np.uint32))
+        if got is None:
+            words = out.view(np.uint32)
+            need_apply = self._compact.write(state, words) if self._compact is not None else None
             if need_apply is not None:
                 self.mask_cache_hits += 1
                 return need_apply
-        if got is None:
+            need_apply = self._write_new_row(state, words)
+            if need_apply is not None:
+                return need_apply
             got = self.bitmask_row(state)
         else:
             self.mask_cache_hits += 1
+        if len(got) == 4:
+            expand_words(out.view(np.uint32), got[2], got[0], got[1], 0, len(got[0]))
+            return got[3]
         out[:] = got[0]
         return got[1]
 
@@ -218,16 +269,20 @@ class CompiledGrammar:
         and the stop tokens' (computed, uncached). Fresh, or read-only where :meth:`_allowed_bits`
         shared an array that needs no change (no copy: a fresh 16 KB row costs ~10 µs of page faults)."""
         words = self._allowed_bits(state)
-        accepting = self.is_accepting(state)
         if not words.flags.writeable:
-            if not (self.token_literals or accepting or self.token_index.any_stop_bits(words)):
+            if not (self.token_literals or self.is_accepting(state) or self.token_index.any_stop_bits(words)):
                 return words
             words = words.copy()
+        self._add_literal_and_stop_bits(state, words)
+        return words
+
+    def _add_literal_and_stop_bits(self, state: Hashable, words: np.ndarray) -> None:
+        """Set the token literals' bits (:mod:`~leapgen.compiler.token_literals`) that ``state``
+        allows in ``words`` (uint32, mutated), and set or clear the stop tokens'."""
         if self.token_literals:
             lead_free = lead_free_words(self.token_index, self.tokenizer_info)
             set_literal_bits(words, state, self.walk, self.token_literals, lead_free)
-        self.token_index.set_stop_bits(words, accepting)
-        return words
+        self.token_index.set_stop_bits(words, self.is_accepting(state))
 
     def has_bitmask_row(self, state: Hashable) -> bool:
         """Whether the bitmask row of ``state`` is cached or precomputed (a fill would not compute it)."""
@@ -263,8 +318,8 @@ class CompiledGrammar:
         return None
 
     def memory_size_bytes(self) -> int:
-        """Approximate bytes the grammar holds: its cached bitmask rows (all
-        of one size: O(1), cheap to ask after every fill), plus, in the
+        """Approximate bytes the grammar holds: its cached bitmask rows (a
+        running total: O(1), cheap to ask after every fill), plus, in the
         subclasses, the automaton and the per-state memos.
 
         Returns
@@ -272,7 +327,7 @@ class CompiledGrammar:
         int
             Bytes; grows as rows are cached (see ``on_grow``).
         """
-        return len(self._rows) * self._row_bytes + (self._compact.nbytes if self._compact is not None else 0)
+        return self._rows_bytes + (self._compact.nbytes if self._compact is not None else 0)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(kind={self.kind!r}, n_states={getattr(self, 'n_states', '?')}, "
@@ -328,9 +383,17 @@ class RegularGrammar(CompiledGrammar):
     def is_accepting(self, state: int) -> bool:
         return self._accepting_list[state]
 
-    def _allowed_bits(self, state: int) -> np.ndarray:
+    def _allowed_bits(self, state: int, out: np.ndarray | None = None) -> np.ndarray:
         return self.token_index.token_row(self.trans_flat, state, self._all_live, self._slice_memo, self._slices,
-                                          self._loops, self._row_words)
+                                          self._loops, self._row_words, out)
+
+    def _write_new_row(self, state: int, words: np.ndarray) -> bool:
+        self.mask_cache_misses += 1
+        self._allowed_bits(state, words)
+        self._add_literal_and_stop_bits(state, words)
+        need_apply = not self.token_index.allows_everything(words)
+        self._keep_packed(state, words, need_apply)
+        return need_apply
 
     def _row_words(self, state: int) -> np.ndarray:
         """uint32 view of the (cached) bitmask row of ``state``."""
@@ -365,8 +428,8 @@ class RegularGrammar(CompiledGrammar):
         allows_everything = index.allows_everything
         for state in states.tolist():
             check_deadline("computing the masks of a grammar's states")
-            cached = self._rows.get(state)  # a LOOP state an earlier row jumped to
-            words = cached[0].view(np.uint32) if cached is not None else self._row_of(state)
+            cached = state in self._rows  # a LOOP state an earlier row jumped to
+            words = self.bitmask_row(state)[0].view(np.uint32) if cached else self._row_of(state)
             store.add(state, words, not allows_everything(words))
         self._compact = store.done()
         self._rows.clear()  # the rows computed on the way are in the store too
@@ -387,3 +450,8 @@ class RegularGrammar(CompiledGrammar):
         lists = 8 * n * (1 + (self._forced_bytes_of is not None))
         return (super().memory_size_bytes() + int(self.trans_flat.nbytes + self.accepting.nbytes)
                 + int(self._slice_memo.nbytes) + lists + n)
+
+
+def _entry_bytes(entry: tuple) -> int:
+    """Bytes of an entry of a grammar's row cache: a whole row, or a packed one's two arrays."""
+    return int(entry[0].nbytes) if len(entry) == 2 else int(entry[0].nbytes + entry[1].nbytes)

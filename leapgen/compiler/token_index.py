@@ -477,9 +477,10 @@ class TokenIndex:
 
     def token_row(self, trans_flat: np.ndarray, state: int, live: np.ndarray,
                   slice_memo: np.ndarray | None = None, slices: SliceSet | None = None,
-                  loops: LoopJumps | None = None, row_of: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
+                  loops: LoopJumps | None = None, row_of: Callable[[int], np.ndarray] | None = None,
+                  out: np.ndarray | None = None) -> np.ndarray:
         """The tokens whose walk from ``state`` stays alive: :meth:`token_sets`'s first set for
-        a ``live`` (int8, all ones) state class, in one kernel call. A fresh bitset.
+        a ``live`` (int8, all ones) state class, in one kernel call. ``out``, or a fresh bitset.
 
         Parameters as :meth:`token_sets` (``slice_memo`` mutated), and:
 
@@ -490,9 +491,18 @@ class TokenIndex:
         row_of : callable, optional
             ``row_of(q)``: the uint32 row of state ``q`` (the caller's cache; stop-token bits
             may be set, they are never read).
+        out : numpy.ndarray, optional
+            uint32 ``(bitmask_words,)``, overwritten with the row (memory already touched: a fresh
+            16 KB bitset costs ~10 µs of page faults here).
         """
         if not self.use_trie:
-            return self.token_sets(trans_flat, state, live, slice_memo, slices)[0]
+            words = self.token_sets(trans_flat, state, live, slice_memo, slices)[0]
+            if out is None:
+                return words
+            out[:] = words
+            return out
+        if out is None:
+            out = np.empty(self.bitmask_words, np.uint32)
         trie, ids, init = self._trie, self._row_ids, None
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
@@ -500,17 +510,17 @@ class TokenIndex:
         if (i < 0 or k == 0) and loops is not None and row_of is not None:  # a limit of 0 only drops dead tokens
             target = self._loop_target(trans_flat, state, live, memo, slices, loops, None)
             if target >= 0:
-                words = self.empty_words()
+                out[:] = 0
                 trie_kernels.trie_walk_via(trans_flat, state, live, target, row_of(target),
-                                           loops.slice_of[target], *trie, ids, words)
-                return words
+                                           loops.slice_of[target], *trie, ids, out)
+                return out
         if i >= 0:
             if k == LOOP and loops is not None:
                 loops.slice_of[state] = slices.class_bytes[i]
             init, sliced, sliced_ids = slices.slices[i].split(k)
             trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         return trie_kernels.row_walk(trans_flat, state, live, self._no_words if init is None else init,
-                                     init is not None, *self.walk_records(trie, ids))
+                                     init is not None, *self.walk_records(trie, ids), out)
 
     def walk_records(self, trie: tuple, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:func:`~leapgen.compiler.trie_kernels.walk_records` of ``trie`` (the vocabulary's or a

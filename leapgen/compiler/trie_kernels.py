@@ -320,13 +320,15 @@ def _push(stack_v, stack_s, top, v, s):
 
 
 @njit
-def row_walk(trans_flat, start, state_class, init_words, has_init, node_rec, child_rec, tok_ids):
-    """A fresh uint32 bitset: ``init_words`` (where ``has_init``: a token slice's bits) plus the
-    tokens whose bytes all have transitions from ``start`` and end in a class-1 state (a regular
-    grammar's row, in one call), over :func:`walk_records`' layout."""
-    words = np.zeros(init_words.shape[0], np.uint32)
+def row_walk(trans_flat, start, state_class, init_words, has_init, node_rec, child_rec, tok_ids, words):
+    """Write into ``words`` (uint32, as long as ``init_words``; mutated, returned) ``init_words``
+    (where ``has_init``: a token slice's bits, else zeros) plus the tokens whose bytes all have
+    transitions from ``start`` and end in a class-1 state (a regular grammar's row, in one call),
+    over :func:`walk_records`' layout."""
     if has_init:
         words[:] = init_words
+    else:
+        words[:] = 0
     state_at = np.empty(WALK_DEPTH, np.int32)
     stack_v = np.empty(WALK_DEPTH, np.int32)
     stack_s = np.empty(WALK_DEPTH, np.int32)

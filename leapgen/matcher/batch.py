@@ -103,7 +103,7 @@ class BatchGrammarMatcher:
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.max_threads, thread_name_prefix="leapgen-batch")
-        for _ in self._pool.map(lambda gs: gs[0].bitmask_row(gs[1]), new.values()):
+        for _ in self._pool.map(lambda gs: gs[0].prepare_row(gs[1]), new.values()):
             pass
 
     @staticmethod

@@ -1,0 +1,85 @@
+"""Rows a regular grammar computes at a first visit are written into the caller's bitmask and kept
+packed (CompiledGrammar._keep_packed): the words that differ from the row's base word.
+
+Every path that hands a row out (the first fill, later fills from the packed entry, ``bitmask_row``,
+which keeps the row whole from then on, and a batch pool thread's ``prepare_row``) gives the row of a
+brute-force walk of every token through the DFA, written in the tests (``_brute_force`` of
+test_structural_tag_masks), into a bitmask holding garbage before; and the cache holds much less than
+a whole row per state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leapgen import GrammarCompiler
+from test_mask_exactness import unpack, vocab_tables
+from test_structural_tag_masks import _brute_force
+
+SCHEMA = {"type": "object", "required": ["city", "days"], "properties": {
+    "city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]},
+    "days": {"type": "integer"}, "lat": {"type": "number"}}}
+PER_KIND = 8
+
+
+@pytest.fixture(scope="module", params=["llama3", "gpt2"])
+def vocab(request):
+    return vocab_tables(request.param)
+
+
+def _garbage(words: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(-2**31, 2**31, words, dtype=np.int64).astype(np.int32)
+
+
+def _sampled_states(compiled, rng) -> list[int]:
+    live = (compiled.dfa.trans >= 0).sum(axis=1)
+    out = [int(np.argmax(live))]  # a string's body: most tokens allowed, a row packed against all ones
+    # forced text, digits and keys, free text, and where the document may end (the stop tokens' bits)
+    for where in (live == 1, (live > 1) & (live < 10), live >= 10, compiled.dfa.accepting):
+        states = np.flatnonzero(where)
+        assert len(states), "a kind of state is missing"
+        out += rng.choice(states, min(PER_KIND, len(states)), replace=False).tolist()
+    # free text first: a walk through a string's escape jumps to the string's body (a LOOP state),
+    # whose row is kept whole from then on (CompiledGrammar._unpacked)
+    return sorted(set(out), key=lambda s: -live[s])
+
+
+def test_first_fills_later_fills_and_whole_rows_equal_brute_force(vocab):
+    compiled = GrammarCompiler(vocab.info).compile_json_schema(SCHEMA)
+    assert compiled.is_regular
+    has_ff = np.array([0xFF in vocab.token_bytes[i] for i in vocab.by_len_ids.tolist()], bool)
+    words = (vocab.info.vocab_size + 31) // 32
+    states = _sampled_states(compiled, np.random.default_rng(3))
+    before = compiled.memory_size_bytes()
+    for k, s in enumerate(states):
+        want = _brute_force(vocab, compiled, s, {}, has_ff)
+        first, again = _garbage(words, 2 * k), _garbage(words, 2 * k + 1)
+        need_first = compiled.write_row(s, first)  # computed in `first`, kept packed
+        need_again = compiled.write_row(s, again)  # expanded from the packed entry
+        for got in (first, again):
+            bad = np.flatnonzero(unpack(got)[:vocab.info.vocab_size] != want)
+            assert bad.size == 0, f"state {s}: tokens {bad[:8].tolist()}"
+        assert need_first == need_again == (not want.all())
+    held = compiled.memory_size_bytes() - before
+    assert held < len(states) * words * 4 / 3, "rows kept whole, not packed"
+    for s in states:
+        row, need = compiled.bitmask_row(s)  # whole from now on
+        assert not row.flags.writeable and np.array_equal(unpack(row)[:vocab.info.vocab_size],
+                                                          _brute_force(vocab, compiled, s, {}, has_ff))
+        out = _garbage(words, s)
+        assert compiled.write_row(s, out) == need and np.array_equal(out, row)
+
+
+def test_rows_prepared_ahead_equal_brute_force(vocab):
+    compiled = GrammarCompiler(vocab.info).compile_json_schema({**SCHEMA, "title": "prepared"})
+    has_ff = np.array([0xFF in vocab.token_bytes[i] for i in vocab.by_len_ids.tolist()], bool)
+    words = (vocab.info.vocab_size + 31) // 32
+    for s in _sampled_states(compiled, np.random.default_rng(4)):
+        compiled.prepare_row(s)
+        assert compiled.has_bitmask_row(s)
+        misses = compiled.mask_cache_misses
+        out = _garbage(words, s)
+        compiled.write_row(s, out)
+        assert compiled.mask_cache_misses == misses  # read from the cache, not walked again
+        assert np.array_equal(unpack(out)[:vocab.info.vocab_size], _brute_force(vocab, compiled, s, {}, has_ff))
