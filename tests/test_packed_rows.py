@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from leapgen import GrammarCompiler
+from leapgen.compiler.compact_rows import compact_words
 from test_mask_exactness import unpack, vocab_tables
 from test_structural_tag_masks import _brute_force
 
@@ -83,3 +84,30 @@ def test_rows_prepared_ahead_equal_brute_force(vocab):
         compiled.write_row(s, out)
         assert compiled.mask_cache_misses == misses  # read from the cache, not walked again
         assert np.array_equal(unpack(out)[:vocab.info.vocab_size], _brute_force(vocab, compiled, s, {}, has_ff))
+
+
+@pytest.mark.parametrize("vocab_size", [32 * 40, 32 * 40 - 7, 33])
+def test_compact_words_against_numpy(vocab_size):
+    """The packed words, the base and the every-token-allowed flag, against numpy on rows of every
+    kind: sparse, mostly ones, every bit set, every token's bit set but the padding's, the first
+    word's or the last token's bit off."""
+    n = (vocab_size + 31) // 32
+    rng = np.random.default_rng(vocab_size)
+    tail = (1 << (vocab_size % 32)) - 1 if vocab_size % 32 else 0xFFFFFFFF
+    sparse = np.zeros(n, np.uint32)
+    sparse[rng.integers(0, n, 3)] = 12345
+    dense = np.full(n, 0xFFFFFFFF, np.uint32)
+    dense[rng.integers(0, n, 2)] = 7
+    exact = np.full(n, 0xFFFFFFFF, np.uint32)
+    exact[-1] = tail
+    off = exact.copy()
+    off[0] ^= 1 << 5
+    last_off = exact.copy()
+    last_off[-1] ^= 1 << ((vocab_size - 1) % 32)  # the last token's bit
+    for words in (sparse, dense, np.full(n, 0xFFFFFFFF, np.uint32), exact, off, last_off):
+        idx, val, ones, every = compact_words(words, np.zeros(0, np.uint16), vocab_size)
+        base = np.uint32(0xFFFFFFFF) if ones else np.uint32(0)
+        assert ones == (np.count_nonzero(words == 0xFFFFFFFF) > np.count_nonzero(words == 0))
+        assert np.array_equal(idx, np.flatnonzero(words != base)) and np.array_equal(val, words[words != base])
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:vocab_size]
+        assert every == bool(bits.all())

@@ -22,10 +22,11 @@ _FULL = np.uint32(0xFFFFFFFF)
 
 
 @njit
-def compact_words(words, index_dtype):
-    """The words of ``words`` (uint32) that differ from its base word: ``(idx, val, ones)``, fresh
-    arrays of their indices (of ``index_dtype``'s type) and values, and whether the base is all ones
-    (where more words are all ones than all zeros; else the base is zero)."""
+def compact_words(words, index_dtype, vocab_size=0):
+    """The words of ``words`` (uint32) that differ from its base word: ``(idx, val, ones, every)``,
+    fresh arrays of their indices (of ``index_dtype``'s type) and values, whether the base is all
+    ones (where more words are all ones than all zeros; else the base is zero), and whether the bits
+    of all ``vocab_size`` tokens are set (False for ``vocab_size`` 0)."""
     zeros, ones = 0, 0
     for w in range(words.shape[0]):
         x = words[w]
@@ -44,7 +45,18 @@ def compact_words(words, index_dtype):
             idx[k] = w
             val[k] = words[w]
             k += 1
-    return idx, val, full
+    whole = vocab_size // 32
+    every = vocab_size > 0 and ones >= whole
+    if every:
+        for w in range(whole):
+            if words[w] != _FULL:
+                every = False
+                break
+    rest = vocab_size % 32
+    if every and rest:
+        tail = (np.uint32(1) << np.uint32(rest)) - np.uint32(1)
+        every = (words[whole] & tail) == tail
+    return idx, val, full, every
 
 
 @njit
@@ -172,7 +184,7 @@ class CompactRows:
         slot = len(self._parts)
         if self._slot[state] >= 0 or slot == len(self._ones):
             raise ValueError(f"row of state {state} added twice or past {len(self._ones)} rows")
-        idx, val, ones = compact_words(words, self._index_dtype)
+        idx, val, ones, _ = compact_words(words, self._index_dtype)
         self._parts.append((idx, val))
         self._slot[state] = slot
         self._offsets[slot + 1] = self._offsets[slot] + len(idx)

@@ -204,18 +204,21 @@ class CompiledGrammar:
             self.on_grow(self)
         return got
 
-    def _keep_packed(self, key: Hashable, words: np.ndarray, need_apply: bool) -> None:
+    def _keep_packed(self, key: Hashable, words: np.ndarray) -> bool:
         """Cache the row ``words`` (uint32, read, not kept) under ``key`` as the words that differ
         from its base word (:func:`~leapgen.compiler.compact_rows.compact_words`: ~1-2 KB for most
         rows of 128k tokens, where a full row is 16 KB of memory the process never touched: ~10 µs
-        of page faults at each first visit), or whole where that is no smaller."""
-        idx, val, ones = compact_words(words, self._index_dtype)
+        of page faults at each first visit), or whole where that is no smaller. Returns the row's
+        need_apply flag (False: every token allowed)."""
+        idx, val, ones, every = compact_words(words, self._index_dtype, self.token_index.vocab_size)
+        need_apply = not every
         if idx.nbytes + val.nbytes < words.nbytes:
             self._keep_row(key, (idx, val, ones, need_apply))
         else:
             row = words.copy().view(np.int32)
             row.flags.writeable = False
             self._keep_row(key, (row, need_apply))
+        return need_apply
 
     def _unpacked(self, key: Hashable, got: tuple) -> tuple[np.ndarray, bool]:
         """The ``(row, need_apply)`` of a packed entry, kept whole in its place from now on (a state
@@ -391,9 +394,7 @@ class RegularGrammar(CompiledGrammar):
         self.mask_cache_misses += 1
         self._allowed_bits(state, words)
         self._add_literal_and_stop_bits(state, words)
-        need_apply = not self.token_index.allows_everything(words)
-        self._keep_packed(state, words, need_apply)
-        return need_apply
+        return self._keep_packed(state, words)
 
     def _row_words(self, state: int) -> np.ndarray:
         """uint32 view of the (cached) bitmask row of ``state``."""
