@@ -25,6 +25,7 @@ from leapgen.grammar.ir import TOKEN_LEAD
 from leapgen.vocab import TokenizerInfo
 
 DEFAULT_MASK_CACHE_BYTES = 256 << 20
+_SCRATCH = threading.local()  # .words: a row-sized uint32 array per thread (CompiledGrammar.prepare_row)
 MAX_FORCED_BYTES = 1 << 16
 #: A state from which at least this many of the 256 bytes may follow is a *free-text* state (any
 #: character: 179 bytes start one; a JSON string body allows 144).
@@ -240,7 +241,11 @@ class CompiledGrammar:
         their states' rows ahead of :meth:`write_row`). Mutates the row cache only."""
         if self.has_bitmask_row(state):
             return
-        if self._write_new_row(state, np.empty(self.token_index.bitmask_words, np.uint32)) is None:
+        n = self.token_index.bitmask_words
+        words = getattr(_SCRATCH, "words", None)
+        if words is None or len(words) != n:  # the thread's own, reused: touched memory (see _keep_packed)
+            words = _SCRATCH.words = np.empty(n, np.uint32)
+        if self._write_new_row(state, words) is None:
             self.bitmask_row(state)
 
     def write_row(self, state: Hashable, out: np.ndarray) -> bool:
