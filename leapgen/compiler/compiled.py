@@ -196,36 +196,47 @@ class CompiledGrammar:
         with self._lock:
             old = self._rows.get(key)
             if old is not None:
-                self._rows_bytes -= _entry_bytes(old)
+                self._rows_bytes -= entry_bytes(old)
             self._rows[key] = got
-            self._rows_bytes += _entry_bytes(got)
+            self._rows_bytes += entry_bytes(got)
             while len(self._rows) > self._max_cached_rows:
-                self._rows_bytes -= _entry_bytes(self._rows.popitem(last=False)[1])
+                self._rows_bytes -= entry_bytes(self._rows.popitem(last=False)[1])
         if self.on_grow is not None:
             self.on_grow(self)
         return got
 
     def _keep_packed(self, key: Hashable, words: np.ndarray) -> bool:
-        """Cache the row ``words`` (uint32, read, not kept) under ``key`` as the words that differ
-        from its base word (:func:`~leapgen.compiler.compact_rows.compact_words`: ~1-2 KB for most
-        rows of 128k tokens, where a full row is 16 KB of memory the process never touched: ~10 µs
-        of page faults at each first visit), or whole where that is no smaller. Returns the row's
-        need_apply flag (False: every token allowed)."""
+        """Cache the row ``words`` (uint32, read, not kept) under ``key``, packed (:meth:`_pack`).
+        Returns the row's need_apply flag (False: every token allowed)."""
+        return self._keep_row(key, self._pack(words))[-1]
+
+    def _pack(self, words: np.ndarray) -> tuple:
+        """A row-cache entry of the row ``words`` (uint32, read, not kept): the words that differ from
+        its base word, ``(idx, val, ones, need_apply)`` (:func:`~leapgen.compiler.compact_rows.compact_words`:
+        ~1-2 KB for most rows of 128k tokens, where a full row is 16 KB of memory the process never
+        touched: ~10 µs of page faults at each first visit), or ``(row, need_apply)``, a read-only
+        int32 copy, where that is no smaller. Pure."""
         idx, val, ones, every = compact_words(words, self._index_dtype, self.token_index.vocab_size)
-        need_apply = not every
         if idx.nbytes + val.nbytes < words.nbytes:
-            self._keep_row(key, (idx, val, ones, need_apply))
+            return idx, val, ones, not every
+        row = words.copy().view(np.int32)
+        row.flags.writeable = False
+        return row, not every
+
+    @staticmethod
+    def _write_entry(entry: tuple, words: np.ndarray) -> None:
+        """Write the row of a row-cache entry (whole or packed, see :meth:`_pack`) into ``words``
+        (uint32 ``(ceil(vocab_size / 32),)``, mutated)."""
+        if len(entry) == 4:
+            expand_words(words, entry[2], entry[0], entry[1], 0, len(entry[0]))
         else:
-            row = words.copy().view(np.int32)
-            row.flags.writeable = False
-            self._keep_row(key, (row, need_apply))
-        return need_apply
+            words[:] = entry[0].view(np.uint32)
 
     def _unpacked(self, key: Hashable, got: tuple) -> tuple[np.ndarray, bool]:
         """The ``(row, need_apply)`` of a packed entry, kept whole in its place from now on (a state
         asked for a whole row, such as a LOOP state's for the walks, is asked again)."""
         words = np.empty(self.token_index.bitmask_words, np.uint32)
-        expand_words(words, got[2], got[0], got[1], 0, len(got[0]))
+        self._write_entry(got, words)
         row = words.view(np.int32)
         row.flags.writeable = False
         return self._keep_row(key, (row, got[3]))
@@ -268,9 +279,9 @@ class CompiledGrammar:
             self.mask_cache_hits += 1
         if len(got) == 4:
             expand_words(out.view(np.uint32), got[2], got[0], got[1], 0, len(got[0]))
-            return got[3]
-        out[:] = got[0]
-        return got[1]
+        else:
+            out[:] = got[0]
+        return got[-1]
 
     def _row_of(self, state: Hashable) -> np.ndarray:
         """The uint32 bitmask row of ``state``: :meth:`_allowed_bits`, the token literals' bits
@@ -458,6 +469,6 @@ class RegularGrammar(CompiledGrammar):
                 + int(self._slice_memo.nbytes) + lists + n)
 
 
-def _entry_bytes(entry: tuple) -> int:
+def entry_bytes(entry: tuple) -> int:
     """Bytes of an entry of a grammar's row cache: a whole row, or a packed one's two arrays."""
     return int(entry[0].nbytes) if len(entry) == 2 else int(entry[0].nbytes + entry[1].nbytes)

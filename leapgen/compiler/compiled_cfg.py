@@ -15,6 +15,7 @@ it gives up).
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -23,13 +24,14 @@ from leapgen.automata.limits import check_deadline
 from leapgen.automata.pda import Config, Pda
 from leapgen.automata.pda_classes import LookaheadClasses
 from leapgen.automata.pda_stacks import EMPTY
-from leapgen.compiler.compiled import WIDE_STATE_BYTES, CompiledGrammar
+from leapgen.compiler.compiled import WIDE_STATE_BYTES, CompiledGrammar, entry_bytes
 from leapgen.compiler.token_index import LoopJumps
 from leapgen.grammar.ir import TOKEN_LEAD
 
 MAX_CONFIG_CACHE = 1 << 16
 #: Distinct sets of top frames whose joined sorts are kept (two bitsets each).
 MAX_TOPS_CACHE = 1024
+_SCRATCH = threading.local()  # .rows: per row size, uint32 rows a thread's frame sorts compute in (see _scratch)
 
 
 class FrameSort(NamedTuple):
@@ -40,7 +42,10 @@ class FrameSort(NamedTuple):
     Attributes
     ----------
     certain, uncertain : numpy.ndarray
-        uint32 bitsets ``(ceil(vocab_size / 32),)``, read-only.
+        uint32 bitsets ``(ceil(vocab_size / 32),)``, read-only. The grammar keeps ``certain`` as a
+        row-cache entry (:meth:`~leapgen.compiler.compiled.CompiledGrammar._pack`: most frames' are
+        packed, ~1-2 KB instead of 16 KB of memory never touched before), the row of the
+        configurations whose expansion has that one top frame and no uncertain token.
     pushed : int
         The most frames a certain token may push.
     has_uncertain : bool
@@ -90,8 +95,11 @@ class ContextFreeGrammar(CompiledGrammar):
         self._expansions: dict = {}
         self._steps: dict = {}
         self._temperatures: dict = {}
-        self._frame_tokens: dict[int, FrameSort] = {}
+        self._frame_tokens: dict[int, tuple] = {}  # global state -> FrameSort's fields, certain a row-cache entry
+        self._frames_bytes = 0  # what the frame sorts' sets hold
+        self._dense: dict[tuple, np.ndarray] = {}  # top frames -> their certain tokens whole (see _whole)
         self._tops: dict[tuple, tuple] = {}  # sorted (global state, near the depth bound) of the top frames -> see _sort_tops
+        self._tops_bytes = 0
         self._all_sorted = False  # every frame sorted at compile time (sort_all_frames)
         self._own_tries = False  # frames sorted now get a trie of their own (sort_all_frames)
         self._walks: dict[tuple, tuple[np.ndarray, int]] = {}  # see _check_uncertain
@@ -193,12 +201,12 @@ class ContextFreeGrammar(CompiledGrammar):
 
     def memory_size_bytes(self) -> int:
         """Approximate bytes held (see :meth:`CompiledGrammar.memory_size_bytes`): the cached rows, the
-        frame sorts (two bitsets each), the joined sorts of top frames (two), the reused walks (one), the
-        token-slice memo and the rules' automata; the configuration caches' Python objects are not counted, and a
-        row that is a frame sort's or a kept walk's array (see :meth:`_row_of`) is counted twice."""
-        sorts = 2 * (len(self._frame_tokens) + len(self._tops)) + len(self._walks)
-        return (super().memory_size_bytes() + sorts * self._row_bytes + int(self._slice_memo.nbytes)
-                + self._automaton_bytes)
+        frame sorts' and the joined sorts' sets, the reused walks (a bitset each), the whole certain
+        sets of :meth:`_certain`, the token-slice memo and the rules' automata; the configuration
+        caches' Python objects are not counted, and a row that is a frame sort's entry or a kept
+        walk's array (see :meth:`_write_new_row`) is counted twice."""
+        sorts = self._frames_bytes + self._tops_bytes + (len(self._walks) + len(self._dense)) * self._row_bytes
+        return super().memory_size_bytes() + sorts + int(self._slice_memo.nbytes) + self._automaton_bytes
 
     def _forced_byte(self, state: Config) -> int:
         exp = self.expansion(state)
@@ -211,21 +219,56 @@ class ContextFreeGrammar(CompiledGrammar):
 
     def frame_tokens(self, rule: int, state: int) -> FrameSort:
         """The tokens sorted from a top frame (cached; see :meth:`TokenIndex.frame_sets`)."""
-        return FrameSort._make(self._frame_sort(self._base[rule] + state))
+        g = self._base[rule] + state
+        return FrameSort(self._certain(g), *self._frame_sort(g)[1:])
 
     def _frame_sort(self, g: int) -> tuple:
-        """:meth:`frame_tokens` of global state ``g``, as the plain tuple kept."""
+        """:meth:`frame_tokens` of global state ``g``, as the plain tuple kept (``certain`` a row-cache entry)."""
         got = self._frame_tokens.get(g)
         if got is None:
             got = self._frame_tokens[g] = self._sort_frame(g)
+            self._frames_bytes += entry_bytes(got[CERTAIN]) + (self._row_bytes if got[HAS_UNCERTAIN] else 0)
         return got
 
     def _sort_frame(self, g: int) -> tuple:
-        certain, uncertain, pushed = self.token_index.frame_sets(self._automaton, g, self._live, self._slice_memo,
-                                                                 self._slices, self._loops, self._frame_sort)
+        """The frame sort of global state ``g`` (not cached), its certain tokens computed in a scratch
+        row and packed (:meth:`_pack`)."""
+        words = _scratch(self.token_index.bitmask_words)
+        try:
+            certain, uncertain, pushed = self.token_index.frame_sets(
+                self._automaton, g, self._live, self._slice_memo, self._slices, self._loops, self._loop_sort, out=words)
+            entry = self._pack(certain)
+        finally:
+            _give_back(words)
         has_uncertain = self.token_index.any_bits(uncertain)
         walk = self.token_index.candidate_walk(uncertain, self._own_tries) if has_uncertain else None
-        return certain, uncertain, pushed, has_uncertain, walk
+        return entry, uncertain, pushed, has_uncertain, walk
+
+    def _loop_sort(self, g: int) -> tuple:
+        """``(certain, uncertain, pushed)`` of the frame sort of global state ``g``, ``certain`` whole
+        (the LOOP state a frame's walk jumps to: :meth:`TokenIndex.frame_sets`'s ``sort_of``)."""
+        f = self._frame_sort(g)
+        return self._certain(g), f[UNCERTAIN], f[PUSHED]
+
+    def _certain(self, g: int) -> np.ndarray:
+        """The certain tokens of global state ``g``'s frame sort, a whole uint32 bitset (read-only, kept)."""
+        return self._whole(((g, False),), self._frame_sort(g)[CERTAIN])
+
+    def _whole(self, tops: tuple, entry: tuple) -> np.ndarray:
+        """The row of ``entry``, the certain tokens of the top frames ``tops`` (see :meth:`_top_sort`), as
+        a whole uint32 bitset: read-only, expanded once and kept (bounded with the joined sorts) where a
+        whole row is asked for (the LOOP state a frame's walk jumps to; :meth:`bitmask_row`, which
+        configurations with these top frames then share)."""
+        got = self._dense.get(tops)
+        if got is None:
+            if len(entry) == 2:
+                got = entry[0].view(np.uint32)
+            else:
+                got = np.empty(self.token_index.bitmask_words, np.uint32)
+                self._write_entry(entry, got)
+                got.flags.writeable = False
+            self._dense[tops] = got
+        return got
 
     def sort_all_frames(self) -> None:
         """Sort the tokens of every frame now (see :data:`EAGER_FRAMES`); mutates the frame cache only.
@@ -254,6 +297,28 @@ class ContextFreeGrammar(CompiledGrammar):
             self._own_tries = False
 
     def _allowed_bits(self, state: Config) -> np.ndarray:
+        tops, (certain, checks) = self._top_sort(state)
+        if checks:
+            return self._check_uncertain(state, checks, tops, certain)
+        return self._whole(tops, certain)  # shared, not copied (see CompiledGrammar._row_of)
+
+    def _write_new_row(self, state: Config, words: np.ndarray) -> bool | None:
+        """Where the top frames' sort needs no check on the real stacks (most configurations), write
+        its certain tokens into ``words`` (uint32, mutated), and keep as the configuration's row the
+        sort's own entry (shared) or, with stop or literal bits, the row packed; else None."""
+        certain, checks = self._top_sort(state)[1]
+        if checks:
+            return None
+        self.mask_cache_misses += 1
+        self._write_entry(certain, words)
+        if self.token_literals or self.is_accepting(state) or self.token_index.any_stop_bits(words):
+            self._add_literal_and_stop_bits(state, words)
+            return self._keep_packed(state, words)
+        return self._keep_row(state, certain)[-1]
+
+    def _top_sort(self, state: Config) -> tuple[tuple, tuple]:
+        """``(tops, (certain, checks))``: the expanded frames of ``state`` (sorted pairs of global state and
+        whether near the stack depth bound) and their :meth:`_sort_tops` (cached)."""
         # Classify from the expanded frames (the real stacks' pops and pushes followed), not the raw stacks:
         # a token leaving a frame's rule before its first byte is the business of the frames expansion reached.
         limit = self.pda.max_stack_depth
@@ -264,17 +329,17 @@ class ContextFreeGrammar(CompiledGrammar):
         if got is None:
             if len(self._tops) > MAX_TOPS_CACHE:
                 self._tops.clear()
+                self._dense.clear()
+                self._tops_bytes = 0
             got = self._tops[tops] = self._sort_tops(tops)
-        certain, checks = got
-        if checks:
-            return self._check_uncertain(state, checks, tops, certain)
-        shared = certain.view()  # the frames' sort, kept: not copied (see _row_of)
-        shared.flags.writeable = False
-        return shared
+            if len(tops) != 1 or tops[0][1]:  # a joined sort's own sets (one frame's are counted with it)
+                self._tops_bytes += entry_bytes(got[0]) + self._row_bytes * len(got[1])
+        return tops, got
 
-    def _sort_tops(self, tops: tuple) -> tuple[np.ndarray, tuple]:
-        """The frames' sorts joined (pure): the certain tokens (read-only), and what to
-        check on the real stacks: ``(candidates, walk)`` pairs for :meth:`TokenIndex.pushdown_walk`.
+    def _sort_tops(self, tops: tuple) -> tuple[tuple, tuple]:
+        """The frames' sorts joined (pure): the certain tokens, a row-cache entry (see :meth:`_pack`;
+        one frame's own), and what to check on the real stacks: ``(candidates, walk)`` pairs for
+        :meth:`TokenIndex.pushdown_walk`.
 
         One frame's uncertain tokens are walked over its :attr:`FrameSort.walk`; several
         frames' together (one kernel call a check, not one a frame), over a trie of their own
@@ -286,32 +351,37 @@ class ContextFreeGrammar(CompiledGrammar):
         if len(sorts) == 1 and not sorts[0][1]:
             f = sorts[0][0]
             return f[CERTAIN], ((f[UNCERTAIN], f[WALK]),) if f[HAS_UNCERTAIN] else ()
-        certain = self.token_index.empty_words()
-        for f, near_limit in sorts:
-            if not near_limit:
-                certain |= f[CERTAIN]
-        certain.flags.writeable = False
-        near = any(near_limit for _, near_limit in sorts)
-        candidates = self.token_index.empty_words()
-        for f, near_limit in sorts:
-            candidates |= f[UNCERTAIN]
-            if near_limit:
-                candidates |= f[CERTAIN]  # a certain token may nest past max_stack_depth here: check it
-        candidates &= ~certain
+        certain = _scratch(self.token_index.bitmask_words)
+        try:
+            certain[:] = 0
+            for f, near_limit in sorts:
+                if not near_limit:
+                    _or_entry(certain, f[CERTAIN])
+            candidates = self.token_index.empty_words()
+            for f, near_limit in sorts:
+                candidates |= f[UNCERTAIN]
+                if near_limit:
+                    _or_entry(candidates, f[CERTAIN])  # a certain token may nest past max_stack_depth here: check it
+            candidates &= ~certain
+            entry = self._pack(certain)
+        finally:
+            _give_back(certain)
         if not self.token_index.any_bits(candidates):
-            return certain, ()
+            return entry, ()
         # one walk of the frames' candidates together (the kernel walks them from the whole configuration
         # either way): over their own trie, built once for these frames, where the grammar's frames were all
         # sorted at compile time (a few sets of top frames, met again and again); else, as near the depth
         # bound, over the vocabulary's trie (frames sorted at a first fill, such as the positions of a long
         # string, make sets of top frames often met once)
+        near = any(near_limit for _, near_limit in sorts)
         walk = self.token_index.candidate_walk(candidates, own_trie=self._all_sorted and not near)
         candidates.flags.writeable = False  # after the trie kernel: a read-only array is another numba signature
-        return certain, ((candidates, walk),)
+        return entry, ((candidates, walk),)
 
-    def _check_uncertain(self, state: Config, checks: tuple, tops: tuple, certain: np.ndarray) -> np.ndarray:
-        """``certain`` (not mutated) with the candidate tokens that the configuration ``state``
-        accepts: a fresh array, the caller's to mutate, or a read-only one kept (shared).
+    def _check_uncertain(self, state: Config, checks: tuple, tops: tuple, certain: tuple) -> np.ndarray:
+        """The tokens of ``certain`` (a row-cache entry) with the candidate tokens that the
+        configuration ``state`` accepts: a fresh uint32 array, the caller's to mutate, or a
+        read-only one kept (shared).
 
         ``checks`` and ``certain`` (see :meth:`_sort_tops`) follow from ``tops``, the expanded
         frames' sort. The kernel's result depends only on the top frames of
@@ -334,7 +404,8 @@ class ContextFreeGrammar(CompiledGrammar):
                 if got is not None and deepest + got[1] <= pda.max_stack_depth:
                     return got[0]
         stacks = pda.stack_arrays(state, MAX_KERNEL_FRAMES)
-        row, pushed, read = certain.copy(), 0, 0  # the kernel sets the accepted candidates' bits in it
+        row, pushed, read = np.empty(self.token_index.bitmask_words, np.uint32), 0, 0
+        self._write_entry(certain, row)  # the kernel sets the accepted candidates' bits in it
         sure = self._accepted_past_returns(state)
         for candidates, walk in checks:
             if sure is not None:  # accepted, read from the stacks' top two frames: walk the others only
@@ -347,7 +418,8 @@ class ContextFreeGrammar(CompiledGrammar):
                                                         walk=walk, out=row)
             if walked is None:
                 joined = np.bitwise_or.reduce([c for c, _ in checks])
-                return certain | self.token_index.lazy_token_walk(state, self.step, joined)
+                self._write_entry(certain, row)
+                return row | self.token_index.lazy_token_walk(state, self.step, joined)
             pushed, read = max(pushed, p), max(read, r)
         if deepest + pushed >= pda.max_stack_depth:  # some push may have been cut: not reusable elsewhere
             return row
@@ -356,7 +428,7 @@ class ContextFreeGrammar(CompiledGrammar):
             self._walk_reads.clear()
             self._past_returns.clear()
         self._walk_reads.setdefault(tops, set()).add(read)
-        row.flags.writeable = False  # kept, and shared with the caller (see _row_of)
+        row.flags.writeable = False  # kept, and shared with the caller (see CompiledGrammar._row_of)
         if chains is None or read > chained:
             chains = _stack_chains(pda, state, read, self._classes)
         self._walks[tops, _stack_key(chains, read)] = (row, pushed)
@@ -398,3 +470,32 @@ def _stack_key(chains: list[tuple], read: int) -> tuple:
     """The top ``read`` frames of each chain (with the ``-1`` of a shorter stack), in a canonical order;
     ``chains`` from :func:`_stack_chains` with at least ``read`` frames."""
     return tuple(sorted(c[:read] for c in chains))
+
+
+def _scratch(n_words: int) -> np.ndarray:
+    """A uint32 row of ``n_words`` (contents undefined) the calling thread lends: one of its own, reused
+    (memory already touched), to give back with :func:`_give_back`. Frame sorts nest (a LOOP state's,
+    within a walk), so a thread keeps a few."""
+    rows = getattr(_SCRATCH, "rows", None)
+    if rows is None:
+        rows = _SCRATCH.rows = {}
+    spare = rows.get(n_words)
+    return spare.pop() if spare else np.empty(n_words, np.uint32)
+
+
+def _give_back(words: np.ndarray) -> None:
+    """Return a row lent by :func:`_scratch` (no reference kept elsewhere)."""
+    _SCRATCH.rows.setdefault(len(words), []).append(words)
+
+
+def _or_entry(words: np.ndarray, entry: tuple) -> None:
+    """Set in ``words`` (uint32, mutated) the bits of a row-cache entry (whole or packed, see
+    :meth:`~leapgen.compiler.compiled.CompiledGrammar._pack`)."""
+    if len(entry) == 2:
+        words |= entry[0].view(np.uint32)
+    elif entry[2]:  # packed over a base of ones: every word full but those listed
+        got = words[entry[0]] | entry[1]
+        words[:] = 0xFFFFFFFF
+        words[entry[0]] = got
+    else:
+        words[entry[0]] |= entry[1]

@@ -561,7 +561,7 @@ class TokenIndex:
 
     def frame_sets(self, automaton: tuple, state: int, live: np.ndarray, slice_memo: np.ndarray | None = None,
                    slices: SliceSet | None = None, loops: LoopJumps | None = None, sort_of: Callable | None = None,
-                   ) -> tuple[np.ndarray, np.ndarray, int]:
+                   out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
         """Sort every token from a top frame of a pushdown automaton, the stack below unknown.
 
         Parameters
@@ -583,13 +583,17 @@ class TokenIndex:
             leave its rule; where no slice applies, or a slice applies at any depth (``UNBOUNDED``,
             a string's first character) and leaves the tokens outside it, the walk jumps to it
             (:func:`~leapgen.compiler.pda_kernels.frame_walk_via`).
+        out : numpy.ndarray, optional
+            uint32 ``(ceil(vocab_size / 32),)``, overwritten with ``certain`` (memory already
+            touched, such as a scratch row the caller packs: a fresh 16 KB bitset costs ~10 µs of
+            page faults).
 
         Returns
         -------
         certain, uncertain : numpy.ndarray
             uint32 bitsets, ``(ceil(vocab_size / 32),)``: tokens the
             frame's rule (with its callees) consumes whole, valid whatever
-            the stack below; and tokens that may go on only after the rule
+            the stack below (``out`` where given); and tokens that may go on only after the rule
             returned, to be checked against the real stacks. Fresh, but for
             an ``uncertain`` found empty by the walk: the index's one shared
             empty bitset (read-only).
@@ -598,8 +602,17 @@ class TokenIndex:
         """
         trans_flat, leave_row, leave_bytes = automaton[0], automaton[-2], automaton[-1]
         if not self.use_trie:
-            return self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes) + (0,)
-        certain, uncertain = self.empty_words(), self._borrow_words()  # most frames' uncertain stays empty
+            certain, uncertain = self._frame_sets_columns(trans_flat, state, leave_row, leave_bytes)
+            if out is not None:
+                out[:] = certain
+                certain = out
+            return certain, uncertain, 0
+        if out is None:
+            certain = self.empty_words()
+        else:
+            certain = out
+            certain[:] = 0
+        uncertain = self._borrow_words()  # most frames' uncertain stays empty
         trie, ids = self._trie, self._row_ids
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo

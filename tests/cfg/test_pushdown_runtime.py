@@ -12,7 +12,7 @@ import numpy as np
 from leapgen import AmbiguityLimitError, GrammarCompiler, GrammarMatcher
 from leapgen.automata.pda import MAX_CONFIG_STACKS
 from leapgen.automata.pda_stacks import EMPTY, StackStore, StackStoreFullError
-from leapgen.compiler.compiled_cfg import CERTAIN, HAS_UNCERTAIN, UNCERTAIN
+from leapgen.compiler.compiled_cfg import _SCRATCH, CERTAIN, HAS_UNCERTAIN, UNCERTAIN
 
 JSON_GBNF = r'''
 root   ::= value
@@ -145,42 +145,56 @@ def test_the_one_frame_walk_agrees_with_byte_steps(json_grammar):
     assert json_grammar.walk(json_grammar.start_state, b'{"a":}') is None
 
 
+def _whole(inner, entry) -> np.ndarray:
+    """The uint32 row of a row-cache entry (whole or packed)."""
+    words = np.empty(inner.token_index.bitmask_words, np.uint32)
+    inner._write_entry(entry, words)
+    return words
+
+
 def test_frame_sorts_keep_their_sets_while_others_are_sorted(grammar_compiler):
-    """A frame sort lends its uncertain set from a spare kept per thread and gives the spare back only
-    where the set stayed empty: a set it returns is never written by a later sort."""
+    """A frame sort computes its certain set in a row the thread lends and keeps it packed, and lends
+    its uncertain set from a spare kept per thread, given back only where the set stayed empty: a set
+    it returns is never written by a later sort, and is neither a lent row nor the spare."""
     compiled = grammar_compiler("llama3").compile_grammar(JSON_GBNF)
     inner = getattr(compiled, "compiled", compiled)
     states = np.flatnonzero(inner.pda.has_bytes_flat).tolist()
     sorts = [inner._sort_frame(g) for g in states]  # not the cache: each one sorted now
     assert sum(s[HAS_UNCERTAIN] for s in sorts) >= 3  # some frames with uncertain tokens, sorted before others
-    before = [(s[CERTAIN].copy(), s[UNCERTAIN].copy()) for s in sorts]
+    assert sum(len(s[CERTAIN]) == 4 for s in sorts) > len(sorts) // 2  # most certain sets packed
+    before = [(_whole(inner, s[CERTAIN]), s[UNCERTAIN].copy()) for s in sorts]
     for g in states:
         inner._sort_frame(g)
     for (certain, uncertain), s in zip(before, sorts):
-        assert np.array_equal(certain, s[CERTAIN]) and np.array_equal(uncertain, s[UNCERTAIN])
-    kept = [s[UNCERTAIN] for s in sorts if s[HAS_UNCERTAIN]] + [getattr(inner.token_index._spare, "words", None)]
-    addresses = [a.__array_interface__["data"][0] for a in kept if a is not None]
-    assert len(set(addresses)) == len(addresses)  # no set is another's, nor the spare lent next
+        assert np.array_equal(certain, _whole(inner, s[CERTAIN])) and np.array_equal(uncertain, s[UNCERTAIN])
+    lent = [w for rows in getattr(_SCRATCH, "rows", {}).values() for w in rows]
+    kept = ([s[UNCERTAIN] for s in sorts if s[HAS_UNCERTAIN]] + [a for s in sorts for a in s[CERTAIN][:2]]
+            + lent + [getattr(inner.token_index._spare, "words", None)])
+    addresses = [a.__array_interface__["data"][0] for a in kept if a is not None and a.nbytes]
+    assert len(set(addresses)) == len(addresses)  # no set is another's, nor a row lent next
 
 
-def test_rows_shared_with_the_frame_sorts_are_read_only_and_exact(grammar_compiler):
-    """A row equal to a frame sort's certain tokens is that array, read-only (not a 16 KB copy); rows
-    that need stop-token bits are copies, so the frame sort keeps none."""
+def test_rows_shared_with_the_frame_sorts_are_exact(grammar_compiler):
+    """A configuration's row equal to its top frame's certain tokens is kept as the frame sort's own
+    entry (not a copy); rows that need stop-token bits are kept apart, so the frame sort keeps none.
+    Written into a bitmask that held garbage, each row has the stop bits exactly where the input may end."""
     compiled = grammar_compiler("llama3").compile_grammar(JSON_GBNF)
     inner = getattr(compiled, "compiled", compiled)
     stop = inner.token_index.stop_token_ids.tolist()
     shared = 0
+    out = np.empty(inner.token_index.bitmask_words, np.int32)
     for text in ('{"a":[1,"b"],"c":true}', "123"):  # a number may end where more digits may follow
         m = GrammarMatcher(compiled)
         for i in range(len(text) + 1):
-            row, _ = inner.bitmask_row(m.state)
-            assert not row.flags.writeable
-            words = row.view(np.uint32)
+            out[:] = -1
+            inner.write_row(m.state, out)
+            words = out.view(np.uint32)
             completed = inner.is_accepting(m.state)
             assert all(bool((int(words[t >> 5]) >> (t & 31)) & 1) == completed for t in stop)
-            shared += any(np.shares_memory(words, f[CERTAIN]) for f in inner._frame_tokens.values())
+            shared += any(inner._rows[m.state] is f[CERTAIN] for f in inner._frame_tokens.values())
+            assert np.array_equal(words, inner.bitmask_row(m.state)[0].view(np.uint32))  # the whole row alike
             assert i == len(text) or m.accept_string(text[i])
         assert completed
     assert shared >= 5
     for f in inner._frame_tokens.values():  # no stop bit leaked into a frame sort
-        assert not inner.token_index.any_stop_bits(f[CERTAIN])
+        assert not inner.token_index.any_stop_bits(_whole(inner, f[CERTAIN]))

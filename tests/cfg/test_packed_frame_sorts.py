@@ -1,0 +1,70 @@
+"""Context-free grammars keep their frame sorts' certain tokens packed (issue 19): the words that
+differ from a base word, as the row cache keeps regular grammars' rows. The packed sets are the
+sets the walk finds, joined sorts set the same bits as numpy's OR of whole rows, and the frame sorts
+take a fraction of the memory whole bitsets took."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leapgen.compiler.compiled_cfg import CERTAIN, _or_entry
+
+JSON_GBNF = r'''
+root   ::= value
+value  ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ( string ":" value ( "," string ":" value )* )? "}"
+array  ::= "[" ( value ( "," value )* )? "]"
+string ::= "\"" ( [^"\\] | "\\" ["\\/bfnrt] )* "\""
+number ::= "-"? [0-9]+
+'''
+
+
+@pytest.fixture(scope="module")
+def json_inner(grammar_compiler):
+    compiled = grammar_compiler("llama3").compile_grammar(JSON_GBNF)
+    return getattr(compiled, "compiled", compiled)
+
+
+def _whole(inner, entry) -> np.ndarray:
+    words = np.empty(inner.token_index.bitmask_words, np.uint32)
+    inner._write_entry(entry, words)
+    return words
+
+
+def test_packed_frame_sorts_hold_the_sets_the_walk_finds(json_inner):
+    """Every frame sorted at compile time: its packed certain set, expanded, is the set a walk into a
+    fresh bitset finds, and most are packed, together under a third of whole bitsets."""
+    inner = json_inner
+    assert inner._all_sorted
+    index = inner.token_index
+    frames = inner._frame_tokens
+    assert len(frames) >= 20
+    for g, f in frames.items():
+        plain = index.frame_sets(inner._automaton, g, inner._live)[0]  # no jumps, a fresh bitset
+        assert np.array_equal(_whole(inner, f[CERTAIN]), plain), g
+    assert sum(len(f[CERTAIN]) == 4 for f in frames.values()) > 0.8 * len(frames)
+    packed = sum(f[CERTAIN][0].nbytes + (f[CERTAIN][1].nbytes if len(f[CERTAIN]) == 4 else 0)
+                 for f in frames.values())
+    assert packed < len(frames) * index.bitmask_words * 4 / 3
+
+
+@pytest.mark.parametrize("ones", [False, True])
+def test_joined_entries_set_the_bits_of_whole_rows(json_inner, ones):
+    """``_or_entry`` of a packed entry (over a base of zeros or of ones) and of a whole one sets the
+    bits numpy's OR of the expanded rows sets, into a row that held other bits."""
+    inner = json_inner
+    n = inner.token_index.bitmask_words
+    rng = np.random.default_rng(7 + ones)
+    row = np.full(n, 0xFFFFFFFF if ones else 0, np.uint32)
+    spots = rng.choice(n, 50, replace=False)
+    row[spots] = rng.integers(0, 2**32, 50, dtype=np.uint64).astype(np.uint32)
+    entry = inner._pack(row)
+    assert len(entry) == 4 and bool(entry[2]) == ones  # packed over the base asked for
+    whole = inner._pack(rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32))
+    assert len(whole) == 2  # random words: no smaller packed
+    for e in (entry, whole):
+        acc = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+        expected = acc | _whole(inner, e)
+        _or_entry(acc, e)
+        assert np.array_equal(acc, expected)
