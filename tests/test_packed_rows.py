@@ -1,11 +1,13 @@
 """Rows a regular grammar computes at a first visit are written into the caller's bitmask and kept
-packed (CompiledGrammar._keep_packed): the words that differ from the row's base word.
+packed (CompiledGrammar._keep_packed): the words that differ from the row's base word, where that
+takes at most 1/PACKED_FRACTION of a whole row (a dense-ish row, a string body's, is kept whole: a
+copy is faster to fill from than a long list of words).
 
 Every path that hands a row out (the first fill, later fills from the packed entry, ``bitmask_row``,
 which keeps the row whole from then on, and a batch pool thread's ``prepare_row``) gives the row of a
 brute-force walk of every token through the DFA, written in the tests (``_brute_force`` of
-test_structural_tag_masks), into a bitmask holding garbage before; and the cache holds much less than
-a whole row per state.
+test_structural_tag_masks), into a bitmask holding garbage before; and each row is kept in the form
+its density calls for.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 from leapgen import GrammarCompiler
 from leapgen.compiler.compact_rows import compact_words
+from leapgen.compiler.compiled import PACKED_FRACTION
 from test_mask_exactness import unpack, vocab_tables
 from test_structural_tag_masks import _brute_force
 
@@ -63,7 +66,16 @@ def test_first_fills_later_fills_and_whole_rows_equal_brute_force(vocab):
             assert bad.size == 0, f"state {s}: tokens {bad[:8].tolist()}"
         assert need_first == need_again == (not want.all())
     held = compiled.memory_size_bytes() - before
-    assert held < len(states) * words * 4 / 3, "rows kept whole, not packed"
+    packed = 0
+    for s in states:  # packed where that takes at most 1/PACKED_FRACTION of a whole row, else whole
+        entry, row = compiled._rows[s], np.empty(words, np.uint32)
+        compiled.write_row(s, row.view(np.int32))
+        idx, val, _, _ = compact_words(row, np.zeros(0, np.uint16), vocab.info.vocab_size)
+        small = idx.nbytes + val.nbytes <= words * 4 // PACKED_FRACTION
+        jumped_to = s in compiled._loops.slice_of  # a LOOP state's row, asked whole for the walks
+        assert (len(entry) == 4) == (small and not jumped_to), f"state {s}: kept {'whole' if small else 'packed'}"
+        packed += len(entry) == 4
+    assert packed >= len(states) // 2 and held < len(states) * words * 4 * 2 / 3
     for s in states:
         row, need = compiled.bitmask_row(s)  # whole from now on
         assert not row.flags.writeable and np.array_equal(unpack(row)[:vocab.info.vocab_size],

@@ -25,6 +25,10 @@ from leapgen.grammar.ir import TOKEN_LEAD
 from leapgen.vocab import TokenizerInfo
 
 DEFAULT_MASK_CACHE_BYTES = 256 << 20
+#: A row is kept packed (:meth:`CompiledGrammar._pack`) where that takes at most this fraction of the
+#: whole row: a fill expands a packed row at ~1 ns a listed word, a whole one is copied in ~0.7 µs,
+#: so a dense-ish row (a string body: most words listed) is kept whole.
+PACKED_FRACTION = 8
 _SCRATCH = threading.local()  # .words: a row-sized uint32 array per thread (CompiledGrammar.prepare_row)
 MAX_FORCED_BYTES = 1 << 16
 #: A state from which at least this many of the 256 bytes may follow is a *free-text* state (any
@@ -217,7 +221,7 @@ class CompiledGrammar:
         touched: ~10 µs of page faults at each first visit), or ``(row, need_apply)``, a read-only
         int32 copy, where that is no smaller. Pure."""
         idx, val, ones, every = compact_words(words, self._index_dtype, self.token_index.vocab_size)
-        if idx.nbytes + val.nbytes < words.nbytes:
+        if idx.nbytes + val.nbytes <= words.nbytes // PACKED_FRACTION:
             return idx, val, ones, not every
         row = words.copy().view(np.int32)
         row.flags.writeable = False
