@@ -1,7 +1,7 @@
 """Context-free grammars keep their frame sorts' certain tokens packed (issue 19): the words that
-differ from a base word, as the row cache keeps regular grammars' rows (dense-ish sets whole). The packed sets are the
-sets the walk finds, joined sorts set the same bits as numpy's OR of whole rows, and the frame sorts
-take a fraction of the memory whole bitsets took."""
+differ from a base word, as the row cache keeps regular grammars' rows (dense-ish sets whole). The
+packed sets are the sets the walk finds, joined sorts set the same bits as numpy's OR of whole rows,
+and the frame sorts take a fraction of the memory whole bitsets took."""
 
 from __future__ import annotations
 
@@ -11,27 +11,13 @@ import pytest
 from leapgen.compiler.compact_rows import compact_words
 from leapgen.compiler.compiled import PACKED_FRACTION, entry_bytes
 from leapgen.compiler.compiled_cfg import CERTAIN, _or_entry
-
-JSON_GBNF = r'''
-root   ::= value
-value  ::= object | array | string | number | ("true" | "false" | "null")
-object ::= "{" ( string ":" value ( "," string ":" value )* )? "}"
-array  ::= "[" ( value ( "," value )* )? "]"
-string ::= "\"" ( [^"\\] | "\\" ["\\/bfnrt] )* "\""
-number ::= "-"? [0-9]+
-'''
+from test_pushdown_runtime import JSON_GBNF, _whole
 
 
 @pytest.fixture(scope="module")
 def json_inner(grammar_compiler):
     compiled = grammar_compiler("llama3").compile_grammar(JSON_GBNF)
     return getattr(compiled, "compiled", compiled)
-
-
-def _whole(inner, entry) -> np.ndarray:
-    words = np.empty(inner.token_index.bitmask_words, np.uint32)
-    inner._write_entry(entry, words)
-    return words
 
 
 def test_packed_frame_sorts_hold_the_sets_the_walk_finds(json_inner):
