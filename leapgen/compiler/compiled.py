@@ -219,7 +219,7 @@ class CompiledGrammar:
         its base word, ``(idx, val, ones, need_apply)`` (:func:`~leapgen.compiler.compact_rows.compact_words`:
         ~1-2 KB for most rows of 128k tokens, where a full row is 16 KB of memory the process never
         touched: ~10 µs of page faults at each first visit), or ``(row, need_apply)``, a read-only
-        int32 copy, where that is no smaller. Pure."""
+        int32 copy, where the packed words would take more than 1/:data:`PACKED_FRACTION` of it. Pure."""
         idx, val, ones, every = compact_words(words, self._index_dtype, self.token_index.vocab_size)
         if idx.nbytes + val.nbytes <= words.nbytes // PACKED_FRACTION:
             return idx, val, ones, not every
