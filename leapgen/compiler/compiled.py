@@ -29,7 +29,7 @@ DEFAULT_MASK_CACHE_BYTES = 256 << 20
 #: whole row: a fill expands a packed row at ~1 ns a listed word, a whole one is copied in ~0.7 µs,
 #: so a dense-ish row (a string body: most words listed) is kept whole.
 PACKED_FRACTION = 8
-_SCRATCH = threading.local()  # .words: a row-sized uint32 array per thread (CompiledGrammar.prepare_row)
+_SCRATCH = threading.local()  # .rows: per row size, uint32 rows a thread lends (see lend_row)
 MAX_FORCED_BYTES = 1 << 16
 #: A state from which at least this many of the 256 bytes may follow is a *free-text* state (any
 #: character: 179 bytes start one; a JSON string body allows 144).
@@ -256,12 +256,12 @@ class CompiledGrammar:
         their states' rows ahead of :meth:`write_row`). Mutates the row cache only."""
         if self.has_bitmask_row(state):
             return
-        n = self.token_index.bitmask_words
-        words = getattr(_SCRATCH, "words", None)
-        if words is None or len(words) != n:  # the thread's own, reused: touched memory (see _keep_packed)
-            words = _SCRATCH.words = np.empty(n, np.uint32)
-        if self._write_new_row(state, words) is None:
-            self.bitmask_row(state)
+        words = lend_row(self.token_index.bitmask_words)  # touched memory (see _pack)
+        try:
+            if self._write_new_row(state, words) is None:
+                self.bitmask_row(state)
+        finally:
+            give_back_row(words)
 
     def write_row(self, state: Hashable, out: np.ndarray) -> bool:
         """Write the bitmask row of ``state`` (:meth:`bitmask_row`) into ``out`` (int32
@@ -476,3 +476,20 @@ class RegularGrammar(CompiledGrammar):
 def entry_bytes(entry: tuple) -> int:
     """Bytes of an entry of a grammar's row cache: a whole row, or a packed one's two arrays."""
     return int(entry[0].nbytes) if len(entry) == 2 else int(entry[0].nbytes + entry[1].nbytes)
+
+
+def lend_row(n_words: int) -> np.ndarray:
+    """A uint32 row of ``n_words`` (contents undefined) the calling thread lends: one of its own, reused
+    (memory already touched), to give back with :func:`give_back_row`. Rows computed to be packed
+    (frame sorts, which nest: a LOOP state's within a walk; a batch's rows prepared ahead) use them,
+    so a thread keeps a few."""
+    rows = getattr(_SCRATCH, "rows", None)
+    if rows is None:
+        rows = _SCRATCH.rows = {}
+    spare = rows.get(n_words)
+    return spare.pop() if spare else np.empty(n_words, np.uint32)
+
+
+def give_back_row(words: np.ndarray) -> None:
+    """Return a row lent by :func:`lend_row` (no reference kept elsewhere)."""
+    _SCRATCH.rows.setdefault(len(words), []).append(words)

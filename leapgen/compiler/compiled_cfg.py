@@ -15,7 +15,6 @@ it gives up).
 
 from __future__ import annotations
 
-import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -24,14 +23,13 @@ from leapgen.automata.limits import check_deadline
 from leapgen.automata.pda import Config, Pda
 from leapgen.automata.pda_classes import LookaheadClasses
 from leapgen.automata.pda_stacks import EMPTY
-from leapgen.compiler.compiled import WIDE_STATE_BYTES, CompiledGrammar, entry_bytes
+from leapgen.compiler.compiled import WIDE_STATE_BYTES, CompiledGrammar, entry_bytes, give_back_row, lend_row
 from leapgen.compiler.token_index import LoopJumps
 from leapgen.grammar.ir import TOKEN_LEAD
 
 MAX_CONFIG_CACHE = 1 << 16
 #: Distinct sets of top frames whose joined sorts are kept (two bitsets each).
 MAX_TOPS_CACHE = 1024
-_SCRATCH = threading.local()  # .rows: per row size, uint32 rows a thread's frame sorts compute in (see _scratch)
 
 
 class FrameSort(NamedTuple):
@@ -233,13 +231,13 @@ class ContextFreeGrammar(CompiledGrammar):
     def _sort_frame(self, g: int) -> tuple:
         """The frame sort of global state ``g`` (not cached), its certain tokens computed in a scratch
         row and packed (:meth:`_pack`)."""
-        words = _scratch(self.token_index.bitmask_words)
+        words = lend_row(self.token_index.bitmask_words)
         try:
             certain, uncertain, pushed = self.token_index.frame_sets(
                 self._automaton, g, self._live, self._slice_memo, self._slices, self._loops, self._loop_sort, out=words)
             entry = self._pack(certain)
         finally:
-            _give_back(words)
+            give_back_row(words)
         has_uncertain = self.token_index.any_bits(uncertain)
         walk = self.token_index.candidate_walk(uncertain, self._own_tries) if has_uncertain else None
         return entry, uncertain, pushed, has_uncertain, walk
@@ -351,7 +349,7 @@ class ContextFreeGrammar(CompiledGrammar):
         if len(sorts) == 1 and not sorts[0][1]:
             f = sorts[0][0]
             return f[CERTAIN], ((f[UNCERTAIN], f[WALK]),) if f[HAS_UNCERTAIN] else ()
-        certain = _scratch(self.token_index.bitmask_words)
+        certain = lend_row(self.token_index.bitmask_words)
         try:
             certain[:] = 0
             for f, near_limit in sorts:
@@ -365,7 +363,7 @@ class ContextFreeGrammar(CompiledGrammar):
             candidates &= ~certain
             entry = self._pack(certain)
         finally:
-            _give_back(certain)
+            give_back_row(certain)
         if not self.token_index.any_bits(candidates):
             return entry, ()
         # one walk of the frames' candidates together (the kernel walks them from the whole configuration
@@ -470,22 +468,6 @@ def _stack_key(chains: list[tuple], read: int) -> tuple:
     """The top ``read`` frames of each chain (with the ``-1`` of a shorter stack), in a canonical order;
     ``chains`` from :func:`_stack_chains` with at least ``read`` frames."""
     return tuple(sorted(c[:read] for c in chains))
-
-
-def _scratch(n_words: int) -> np.ndarray:
-    """A uint32 row of ``n_words`` (contents undefined) the calling thread lends: one of its own, reused
-    (memory already touched), to give back with :func:`_give_back`. Frame sorts nest (a LOOP state's,
-    within a walk), so a thread keeps a few."""
-    rows = getattr(_SCRATCH, "rows", None)
-    if rows is None:
-        rows = _SCRATCH.rows = {}
-    spare = rows.get(n_words)
-    return spare.pop() if spare else np.empty(n_words, np.uint32)
-
-
-def _give_back(words: np.ndarray) -> None:
-    """Return a row lent by :func:`_scratch` (no reference kept elsewhere)."""
-    _SCRATCH.rows.setdefault(len(words), []).append(words)
 
 
 def _or_entry(words: np.ndarray, entry: tuple) -> None:

@@ -12,7 +12,8 @@ import numpy as np
 from leapgen import AmbiguityLimitError, GrammarCompiler, GrammarMatcher
 from leapgen.automata.pda import MAX_CONFIG_STACKS
 from leapgen.automata.pda_stacks import EMPTY, StackStore, StackStoreFullError
-from leapgen.compiler.compiled_cfg import _SCRATCH, CERTAIN, HAS_UNCERTAIN, UNCERTAIN
+from leapgen.compiler.compiled import _SCRATCH
+from leapgen.compiler.compiled_cfg import CERTAIN, HAS_UNCERTAIN, UNCERTAIN
 
 JSON_GBNF = r'''
 root   ::= value
