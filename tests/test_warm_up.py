@@ -67,3 +67,30 @@ def test_the_warm_up_loads_every_kernel_a_regular_compile_and_its_masks_call():
     pytest.importorskip("numba")
     assert _new_loads("warm") == "[]"
     assert _new_loads("cold") != "[]"  # the same steps without the warm-up do load kernels
+
+
+LAZY = textwrap.dedent("""
+    import sys
+    import leapgen.cli, leapgen.engine, leapgen.engine.llm_engine, leapgen.engine.grammar_manager
+    import leapgen.compiler, leapgen.compiler.warm_up
+    heavy = sorted(m for m in sys.modules if m == "numba" or m in ("leapgen.compiler.compiler", "leapgen.matcher"))
+    assert not heavy, heavy
+    from leapgen.compiler import GrammarCompiler, TokenIndex
+    assert GrammarCompiler.__module__ == "leapgen.compiler.compiler" and "numba" in sys.modules
+    assert {"GrammarCompiler", "TokenIndex", "ContextFreeGrammar"} <= set(dir(leapgen.compiler))
+    try:
+        leapgen.compiler.NoSuchName
+    except AttributeError as exc:
+        assert "NoSuchName" in str(exc)
+    else:
+        raise AssertionError("no AttributeError")
+    print("ok")
+""")
+
+
+def test_the_engine_and_the_cli_import_no_compiler_until_a_grammar_asks():
+    """An unconstrained process (``leapgen generate`` without a grammar, ``LLM`` without one) does not pay
+    numba's import and the compiler's modules (~0.5 s); ``leapgen.compiler``'s names still import on use."""
+    pytest.importorskip("numba")
+    proc = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

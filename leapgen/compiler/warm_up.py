@@ -10,7 +10,10 @@ specializations a real vocabulary's regular grammars call, and its
 :meth:`~GrammarCompiler.warm_up` compile also fills the process-wide fragment
 caches (strings, numbers, formats). :func:`warm_up_in_background` does that on
 a thread while the caller loads its model (``LLM(warm_up_grammar=True)``;
-numba's loading runs partly outside the GIL); :func:`wait_for_warm_up` is
+``leapgen generate`` with a grammar starts it before importing torch; numba's
+loading runs partly outside the GIL). This module imports neither numba nor the
+compiler: the thread does, so a process that never asks for a grammar never pays
+for them; :func:`wait_for_warm_up` is
 called by the first compile's set-up, inside its timed region. The pushdown
 kernels still load on the first context-free grammar
 (:meth:`TokenIndex.warm_up_pushdown`).
@@ -21,8 +24,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from leapgen.compiler.compiler import GrammarCompiler
-from leapgen.vocab import TokenizerInfo
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from leapgen.vocab import TokenizerInfo
 
 logger = logging.getLogger("leapgen.compiler")
 _lock = threading.Lock()
@@ -31,6 +36,8 @@ _thread: threading.Thread | None = None
 
 def toy_vocabulary() -> TokenizerInfo:
     """A 260-token byte-level vocabulary: the 256 bytes, three longer tokens and a stop token (id 259)."""
+    from leapgen.vocab import TokenizerInfo
+
     return TokenizerInfo([bytes([b]) for b in range(256)] + [b'{"', b"ab", b"  ", b""], vocab_size=260,
                          stop_token_ids=[259])
 
@@ -38,7 +45,10 @@ def toy_vocabulary() -> TokenizerInfo:
 def warm_up_kernels() -> None:
     """Load the kernels of regular grammars' compiles and masks, and fill the fragment caches, now
     (a :class:`GrammarCompiler` over :func:`toy_vocabulary`, its warm-up compile included;
-    ~0.5 s of CPU in a new process, milliseconds once loaded). Mutates only process-wide caches."""
+    ~0.5 s of CPU in a new process, milliseconds once loaded; the compiler's modules and numba are
+    imported here, not with this module). Mutates only process-wide caches."""
+    from leapgen.compiler.compiler import GrammarCompiler
+
     GrammarCompiler(toy_vocabulary(), warm_up=True)
 
 

@@ -33,7 +33,6 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Sequence
 
-from leapgen.compiler import GrammarCompiler
 from leapgen.compiler.warm_up import wait_for_warm_up
 from leapgen.engine import grammar_log
 from leapgen.engine.compile_worker import CompileWorker, CompileWorkerDied
@@ -41,7 +40,6 @@ from leapgen.engine.grammar_params import check_grammar, compile_call, peer_comp
 from leapgen.engine.mask_fill import fill_rows
 from leapgen.engine.sampling_params import SamplingParams
 from leapgen.errors import GrammarError
-from leapgen.matcher import GrammarMatcher
 from leapgen.vocab import TokenizerInfo
 
 _MAX_SEEN = 256
@@ -156,6 +154,7 @@ class GrammarManager:
             from leapgen.backends import get_backend
 
             return get_backend(self.backend_name, self.tokenizer_info, hf_tokenizer=self._tokenizer)
+        from leapgen.compiler import GrammarCompiler  # (numba and the kernels: a process's first grammar pays them)
         from leapgen.engine.model_loader import default_cache_dir
 
         index_dir = str(default_cache_dir().parent / "token_index")
@@ -441,6 +440,8 @@ class GrammarManager:
             if stop != self.stop_token_ids:
                 raise GrammarError(f"the {self.backend_name} backend ends on the model's stop tokens only")
             return self.compiler.new_state(compiled)
+        from leapgen.matcher import GrammarMatcher
+
         # The default set is already in the tokenizer info (cheaper masks).
         return GrammarMatcher(compiled, stop_token_ids=None if stop == self.stop_token_ids else sorted(stop))
 
