@@ -70,7 +70,7 @@ def test_first_fills_later_fills_and_whole_rows_equal_brute_force(vocab):
     for s in states:  # packed where that takes at most 1/PACKED_FRACTION of a whole row, else whole
         entry, row = compiled._rows[s], np.empty(words, np.uint32)
         compiled.write_row(s, row.view(np.int32))
-        idx, val, _, _ = compact_words(row, np.zeros(0, np.uint16), vocab.info.vocab_size)
+        idx, val, _, _, _ = compact_words(row, np.zeros(0, np.uint16), vocab.info.vocab_size)
         small = idx.nbytes + val.nbytes <= words * 4 // PACKED_FRACTION
         jumped_to = s in compiled._loops.slice_of  # a LOOP state's row, asked whole for the walks
         assert (len(entry) == 4) == (small and not jumped_to), f"state {s}: kept {'whole' if small else 'packed'}"
@@ -117,9 +117,14 @@ def test_compact_words_against_numpy(vocab_size):
     last_off = exact.copy()
     last_off[-1] ^= 1 << ((vocab_size - 1) % 32)  # the last token's bit
     for words in (sparse, dense, np.full(n, 0xFFFFFFFF, np.uint32), exact, off, last_off):
-        idx, val, ones, every = compact_words(words, np.zeros(0, np.uint16), vocab_size)
+        idx, val, ones, every, _ = compact_words(words, np.zeros(0, np.uint16), vocab_size)
         base = np.uint32(0xFFFFFFFF) if ones else np.uint32(0)
         assert ones == (np.count_nonzero(words == 0xFFFFFFFF) > np.count_nonzero(words == 0))
         assert np.array_equal(idx, np.flatnonzero(words != base)) and np.array_equal(val, words[words != base])
         bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:vocab_size]
         assert every == bool(bits.all())
+        for bound in (len(idx) - 1, len(idx)):  # too many listed words: nothing filled, the flags kept
+            if bound >= 0:
+                got = compact_words(words, np.zeros(0, np.uint16), vocab_size, bound)
+                assert got[4] == (bound >= len(idx)) and got[2:4] == (ones, every)
+                assert len(got[0]) == len(got[1]) == (len(idx) if got[4] else 0)

@@ -217,15 +217,22 @@ class CompiledGrammar:
     def _pack(self, words: np.ndarray) -> tuple:
         """A row-cache entry of the row ``words`` (uint32, read, not kept): the words that differ from
         its base word, ``(idx, val, ones, need_apply)`` (:func:`~leapgen.compiler.compact_rows.compact_words`:
-        ~1-2 KB for most rows of 128k tokens, where a full row is 16 KB of memory the process never
-        touched: ~10 µs of page faults at each first visit), or ``(row, need_apply)``, a read-only
-        int32 copy, where the packed words would take more than 1/:data:`PACKED_FRACTION` of it. Pure."""
-        idx, val, ones, every = compact_words(words, self._index_dtype, self.token_index.vocab_size)
-        if idx.nbytes + val.nbytes <= words.nbytes // PACKED_FRACTION:
+        ~1-2 KB for most rows of 128k tokens), or ``(row, need_apply)``, a read-only int32 row, where
+        the packed words would take more than 1/:data:`PACKED_FRACTION` of it. Such a whole row is
+        the vocabulary's shared one where any grammar kept an equal row before
+        (:class:`~leapgen.compiler.shared_rows.SharedRows`), else a copy (16 KB of memory the process
+        had not touched: ~10 µs of page faults), shared from now on. Mutates only that table."""
+        limit = (words.nbytes // PACKED_FRACTION) // (self._index_dtype.itemsize + 4)
+        idx, val, ones, every, packed = compact_words(words, self._index_dtype, self.token_index.vocab_size, limit)
+        if packed:
             return idx, val, ones, not every
-        row = words.copy().view(np.int32)
-        row.flags.writeable = False
-        return row, not every
+        shared = self.token_index.shared_rows
+        if shared is None:
+            row = words.copy().view(np.int32)
+            row.flags.writeable = False
+            return row, not every
+        entry, key = shared.find(words)
+        return entry if entry is not None else shared.add(key, (words.copy().view(np.int32), not every))
 
     @staticmethod
     def _write_entry(entry: tuple, words: np.ndarray) -> None:

@@ -25,6 +25,7 @@ from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import index_cache, pda_kernels, trie_kernels
 from leapgen.compiler.compact_rows import CompactRows, single_byte_rows
 from leapgen.compiler.counted_kernels import count_bytes_in, refuse_counted
+from leapgen.compiler.shared_rows import SharedRows
 from leapgen.compiler.token_slices import (JSON_CONTENT_CLASSES, LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice,
                                            build_slices, first_slice, new_memo, pack_char_dfas, slice_leaves)
 from leapgen.grammar import ir
@@ -141,6 +142,9 @@ class TokenIndex:
         self._spare = threading.local()  # .words: a zeroed bitset, lent per thread (see _borrow_words)
         self._token_sets: dict[tuple, np.ndarray] = {}  # see tokens_longer_than, tokens_holding
         self._records: dict[tuple, tuple] = {}  # see walk_records
+        #: The vocabulary's rows by content, shared by its grammars (None without numba: hashing a
+        #: row in Python would cost more than computing it)
+        self.shared_rows: SharedRows | None = SharedRows(self.bitmask_words) if self.use_trie else None
         self._sets_lock = threading.Lock()
         if self.use_trie:
             if not self._load(cache_dir, tokenizer_info, use_slices):

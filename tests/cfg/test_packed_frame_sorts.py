@@ -34,7 +34,7 @@ def test_packed_frame_sorts_hold_the_sets_the_walk_finds(json_inner):
         assert np.array_equal(_whole(inner, f[CERTAIN]), plain), g
     whole = index.bitmask_words * 4
     for g, f in frames.items():  # packed where that takes at most 1/PACKED_FRACTION of a whole row
-        idx, val, _, _ = compact_words(_whole(inner, f[CERTAIN]), np.zeros(0, np.uint16), index.vocab_size)
+        idx, val, _, _, _ = compact_words(_whole(inner, f[CERTAIN]), np.zeros(0, np.uint16), index.vocab_size)
         assert (len(f[CERTAIN]) == 4) == (idx.nbytes + val.nbytes <= whole // PACKED_FRACTION), g
     assert sum(len(f[CERTAIN]) == 4 for f in frames.values()) > 0.6 * len(frames)
     held = sum(entry_bytes(f[CERTAIN]) for f in frames.values())
