@@ -219,9 +219,10 @@ class CompiledGrammar:
         its base word, ``(idx, val, ones, need_apply)`` (:func:`~leapgen.compiler.compact_rows.compact_words`:
         ~1-2 KB for most rows of 128k tokens), or ``(row, need_apply)``, a read-only int32 row, where
         the packed words would take more than 1/:data:`PACKED_FRACTION` of it. Such a whole row is
-        the vocabulary's shared one where any grammar kept an equal row before
-        (:class:`~leapgen.compiler.shared_rows.SharedRows`), else a copy (16 KB of memory the process
-        had not touched: ~10 µs of page faults), shared from now on. Mutates only that table."""
+        the one the vocabulary's table holds where an equal row is there
+        (:class:`~leapgen.compiler.shared_rows.SharedRows`: rows of any of its grammars), else a copy
+        (16 KB of memory the process had not touched: ~10 µs of page faults) added to it. Mutates
+        only that table."""
         limit = (words.nbytes // PACKED_FRACTION) // (self._index_dtype.itemsize + 4)
         idx, val, ones, every, packed = compact_words(words, self._index_dtype, self.token_index.vocab_size, limit)
         if packed:

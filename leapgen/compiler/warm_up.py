@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import threading
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
