@@ -272,12 +272,6 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         GrammarManager.check(params)  # fail fast, before loading the model
     except GrammarError as exc:
         return _error(str(exc), EXIT_USAGE)
-    if params.constrained:
-        from leapgen.compiler.warm_up import warm_up_in_background
-
-        # numba, the compiler's modules and kernels load on a thread while torch, transformers and the
-        # model do on this one (LLM(warm_up_grammar=True) below finds it started)
-        warm_up_in_background()
 
     _quiet_transformers()
     _show_model_conversion()

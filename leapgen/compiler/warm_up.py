@@ -10,10 +10,9 @@ specializations a real vocabulary's regular grammars call, and its
 :meth:`~GrammarCompiler.warm_up` compile also fills the process-wide fragment
 caches (strings, numbers, formats). :func:`warm_up_in_background` does that on
 a thread while the caller loads its model (``LLM(warm_up_grammar=True)``;
-``leapgen generate`` with a grammar starts it before importing torch; numba's
-loading runs partly outside the GIL). This module imports neither numba nor the
-compiler: the thread does, so a process that never asks for a grammar never pays
-for them; :func:`wait_for_warm_up` is
+numba's loading runs partly outside the GIL). This module imports neither
+numba nor the compiler, so a process that never asks for a grammar never pays
+for them (``LLM`` imports them on its own thread before it starts this one); :func:`wait_for_warm_up` is
 called by the first compile's set-up, inside its timed region. The pushdown
 kernels still load on the first context-free grammar
 (:meth:`TokenIndex.warm_up_pushdown`).

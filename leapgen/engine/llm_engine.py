@@ -156,6 +156,11 @@ class LLM(EngineCore):
         self.num_threads = configure_threads(num_threads)
         grammar_log.configure()
         if warm_up_grammar and grammar_backend == "leapgen":
+            # numba and the compiler's modules are imported here, on this thread: imported on the warm-up
+            # thread beside transformers' imports, the two contend for the GIL (~0.15 s more wall,
+            # benchmarks/bench_cold_start.py); a process without a grammar imports neither
+            import leapgen.compiler.compiler  # noqa: F401
+
             warm_up_in_background()  # overlaps the model load; the first compile's set-up waits for it
         self.loaded = loaded if loaded is not None else load_model(model, cache_dir=cache_dir)
         self.tokenizer = self.loaded.tokenizer
