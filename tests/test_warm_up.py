@@ -2,9 +2,10 @@
 
 In a new process (a subprocess: this one has loaded kernels already), after
 :func:`warm_up_kernels` on a toy vocabulary, compiling the README's schema for
-another vocabulary and filling its first masks loads no kernel specialization
-that the warm-up did not load; without the warm-up the same steps load some
-(so the check can fail).
+another vocabulary and filling its first masks, and two small schemas' masks
+computed at first visits (packed, or shared across grammars), loads no kernel
+specialization that the warm-up did not load; without the warm-up the same
+steps load some (so the check can fail).
 """
 
 from __future__ import annotations
@@ -44,15 +45,22 @@ SCRIPT = textwrap.dedent("""
     words = ["{", "}", '"', ":", ",", " ", "ORD", "-", "0", "12", "345", "a", "b", "@", ".", "com", "true", "x"]
     info = TokenizerInfo([bytes([b]) for b in range(32, 127)] + [w.encode() for w in words] + [b""],
                          vocab_size=96 + len(words), stop_token_ids=[95 + len(words)])
-    compiled = GrammarCompiler(info, warm_up=False).compile_json_schema(json.load(open(sys.argv[2])))
-    matcher = GrammarMatcher(compiled)
+    compiler = GrammarCompiler(info, warm_up=False)
     mask = np.zeros((1, (info.vocab_size + 31) // 32), np.int32)
-    for text in ['{"order_id": "ORD-', "12345"]:
+
+    def walk(schema, texts):
+        matcher = GrammarMatcher(compiler.compile_json_schema(schema))
+        for text in texts:
+            matcher.fill_next_token_bitmask(mask)
+            for byte in text.encode():
+                assert matcher.accept_token(byte - 32), text
         matcher.fill_next_token_bitmask(mask)
-        for byte in text.encode():
-            assert matcher.accept_token(byte - 32), text
-    matcher.fill_next_token_bitmask(mask)
-    print(sorted(loaded() - before))
+
+    walk(json.load(open(sys.argv[2])), ['{"order_id": "ORD-', "12345"])
+    for name in ("name", "city"):  # rows computed at first visits, packed or shared (the second: found)
+        walk({"type": "object", "properties": {name: {"type": "string"}}, "required": [name]}, ['{"', name, '": "ab'])
+    assert compiler.token_index.shared_rows.hits > 0
+    print(sorted(loaded() - before, key=str))
 """)
 
 

@@ -21,6 +21,12 @@ from leapgen.compiler.trie_kernels import WALK_DEPTH, _deeper, _grow
 _FULL = np.uint32(0xFFFFFFFF)
 
 
+def index_type(n_words: int) -> np.ndarray:
+    """An empty array of the dtype that indexes a row of ``n_words`` words in :func:`compact_words`
+    (uint16 where it fits; numba specializes on it, so every caller passes this)."""
+    return np.zeros(0, np.uint16 if n_words <= 1 << 16 else np.int32)
+
+
 @njit
 def compact_words(words, index_dtype, vocab_size=0, max_listed=-1):
     """The words of ``words`` (uint32) that differ from its base word: ``(idx, val, ones, every,
@@ -194,7 +200,7 @@ class CompactRows:
         self._offsets = np.zeros(n_rows + 1, np.int64)
         self._ones = np.zeros(n_rows, np.bool_)
         self._need_apply = np.zeros(n_rows, np.bool_)
-        self._index_dtype = np.zeros(0, np.uint16 if n_words <= 1 << 16 else np.int32)
+        self._index_dtype = index_type(n_words)
         self._parts: list[tuple[np.ndarray, np.ndarray]] = []
         self._idx = self._val = None
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from leapgen.automata import Dfa
 from leapgen.automata.limits import check_deadline
-from leapgen.compiler.compact_rows import CompactRows, compact_words, expand_words, single_byte_rows
+from leapgen.compiler.compact_rows import CompactRows, compact_words, expand_words, index_type, single_byte_rows
 from leapgen.compiler.token_index import LoopJumps, TokenIndex
 from leapgen.compiler.token_literals import find_token_literals, lead_free_words, set_literal_bits
 from leapgen.grammar.ir import TOKEN_LEAD
@@ -84,7 +84,7 @@ class CompiledGrammar:
         # state -> (row, need_apply), or a row kept packed (see _keep_packed): (idx, val, ones, need_apply)
         self._rows: OrderedDict[Hashable, tuple] = OrderedDict()
         self._rows_bytes = 0  # what the entries of _rows hold
-        self._index_dtype = np.zeros(0, np.uint16 if token_index.bitmask_words <= 1 << 16 else np.int32)
+        self._index_dtype = index_type(token_index.bitmask_words)
         self._forced: dict[Hashable, bytes] = {}
         self._lock = threading.Lock()
         self.mask_cache_hits = 0

@@ -87,5 +87,14 @@ class SharedRows:
                 self._entries.popitem(last=False)
         return entry
 
+    def warm_up(self) -> None:
+        """Run the table's kernels once on a zero row, so that numba loads them now, not at a first
+        visit (the table is not changed)."""
+        words = np.zeros(self._salt.shape, np.uint32)
+        row_hash(words, self._salt)
+        kept = words.copy()
+        kept.flags.writeable = False  # as the kept rows are (numba specializes on it)
+        matches_whole(words, kept)
+
     def __len__(self) -> int:
         return len(self._entries)

@@ -23,7 +23,7 @@ import numpy as np
 
 from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import index_cache, pda_kernels, trie_kernels
-from leapgen.compiler.compact_rows import CompactRows, single_byte_rows
+from leapgen.compiler.compact_rows import CompactRows, compact_words, index_type, single_byte_rows
 from leapgen.compiler.counted_kernels import count_bytes_in, refuse_counted
 from leapgen.compiler.shared_rows import SharedRows
 from leapgen.compiler.token_slices import (JSON_CONTENT_CLASSES, LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice,
@@ -212,6 +212,8 @@ class TokenIndex:
         compact = CompactRows(self.bitmask_words, 1, 1)  # a structural tag's rows, computed at compile time
         compact.add(0, row, True)
         compact.done().row(0)
+        compact_words(row, index_type(self.bitmask_words), self.vocab_size, 0)  # a first visit's row packed
+        self.shared_rows.warm_up()  # or, too dense, shared (CompiledGrammar._pack)
         single_byte_rows(loop, np.zeros(1, np.int64), np.ones(1, np.bool_), self.stop_token_ids, row,
                          self.bitmask_words, *self.trie_arrays())
         one = np.zeros(1, np.int32)  # a counted grammar's check (leapgen.compiler.compiled_counted), nothing to walk
