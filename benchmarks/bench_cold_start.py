@@ -10,12 +10,13 @@ README's command (``--json-schema examples/schemas/order.json`` and its
 prompt) and the same command without the grammar (the baseline), at each
 ``--max-tokens`` (1 isolates the start-up: the model load, the prompt, one
 token, and for the grammar its set-up and compile; 256 is the README's run,
-whose constrained output is shorter and mostly jumped forward). Reported per
-mode: the median wall time, the median CPU time (user + system, the load of
+whose constrained output is shorter and mostly jumped forward; odd runs reverse
+the order of the two commands, and of the checkouts with ``--compare``, since the
+place in the sequence moved a run by 0.2-0.5 s). Reported per mode: the median wall time, the median CPU time (user + system, the load of
 other processes on a shared machine inflates wall times far more), the
 ``compile`` figure of the summary line, and the difference with the
 baseline: of the medians, and the median of each pair's difference (a
-grammar run and the baseline run right after it: the machine's drift over
+grammar run and the baseline run beside it: the machine's drift over
 minutes cancels, which the difference of medians leaves in). The first
 constrained run may build the vocabulary's token index
 (``$LEAPGEN_CACHE/token_index``); ``--fresh-index`` removes it before the
@@ -95,7 +96,7 @@ def run_generate(schema: bool, max_tokens: int, env: dict | None = None, cwd: Pa
 def generate_table(runs: int, max_tokens: list[int], fresh_index: bool, compare: str | None = None,
                    threads: int = 1) -> str:
     """Interleaved generate runs (grammar, baseline, grammar, ...) and their medians; with ``compare``
-    (another checkout's root), each run also runs that checkout's pair right after this one's; torch
+    (another checkout's root), each run also runs that checkout's pair beside this one's; torch
     with ``threads`` threads in each."""
     if fresh_index:
         root = os.environ.get("LEAPGEN_CACHE") or os.path.expanduser("~/.cache/leapgen")
@@ -105,8 +106,12 @@ def generate_table(runs: int, max_tokens: list[int], fresh_index: bool, compare:
     for m in max_tokens:
         got = {(c, k): [] for c, _, _ in checkouts for k in (True, False)}
         for r in range(runs):
-            for name, env, cwd in checkouts:
-                for schema in (True, False):
+            # Odd runs reverse both orders: a process that follows another of the same command measured
+            # 0.2-0.5 s faster than one that follows another command, so a fixed order biased --compare
+            # (the checkout run first looked faster without a grammar and slower with one).
+            flip = r % 2 == 1
+            for name, env, cwd in (checkouts[::-1] if flip else checkouts):
+                for schema in ((False, True) if flip else (True, False)):
                     res = run_generate(schema, m, env, cwd)
                     got[name, schema].append(res)
                     print(f"  {name} max_tokens {m} run {r + 1} {'grammar' if schema else 'baseline'}: {res}",
@@ -117,7 +122,7 @@ def generate_table(runs: int, max_tokens: list[int], fresh_index: bool, compare:
             med = {k: {f: statistics.median(x[f] for x in got[name, k]) for f in ("wall_s", "cpu_s")}
                    for k in (True, False)}
             pairs = {f: statistics.median(g[f] - b[f] for g, b in zip(got[name, True], got[name, False]))
-                     for f in ("wall_s", "cpu_s")}  # each grammar run against the baseline run right after it
+                     for f in ("wall_s", "cpu_s")}  # each grammar run against the baseline run beside it
             compiles = [x["compile_ms"] for x in got[name, True]]
             rows.append(f"| {name} | {m} | {med[False]['wall_s']:.2f} | {med[True]['wall_s']:.2f} | "
                         f"**{1e3 * (med[True]['wall_s'] - med[False]['wall_s']):+.0f}** | "
