@@ -156,9 +156,9 @@ class LLM(EngineCore):
         self.num_threads = configure_threads(num_threads)
         grammar_log.configure()
         if warm_up_grammar and grammar_backend == "leapgen":
-            # numba and the compiler's modules are imported here, on this thread: imported on the warm-up
-            # thread beside transformers' imports, the two contend for the GIL (~0.15 s more wall,
-            # benchmarks/bench_cold_start.py); a process without a grammar imports neither
+            # numba and the compiler's modules are imported here, on this thread, where they always were
+            # (on the warm-up thread they would contend with transformers' imports for the GIL); a
+            # process without a grammar imports neither
             import leapgen.compiler.compiler  # noqa: F401
 
             warm_up_in_background()  # overlaps the model load; the first compile's set-up waits for it
