@@ -228,12 +228,13 @@ class CompiledGrammar:
         if packed:
             return idx, val, ones, not every
         shared = self.token_index.shared_rows
-        if shared is None:
-            row = words.copy().view(np.int32)
-            row.flags.writeable = False
-            return row, not every
-        entry, key = shared.find(words)
-        return entry if entry is not None else shared.add(key, (words.copy().view(np.int32), not every))
+        if shared is not None:
+            entry, key = shared.find(words)
+            if entry is not None:
+                return entry
+        row = words.copy().view(np.int32)
+        row.flags.writeable = False
+        return (row, not every) if shared is None else shared.add(key, (row, not every))
 
     @staticmethod
     def _write_entry(entry: tuple, words: np.ndarray) -> None:
