@@ -13,8 +13,8 @@ token, and for the grammar its set-up and compile; 256 is the README's run,
 whose constrained output is shorter and mostly jumped forward; odd runs reverse
 the order of the two commands, and of the checkouts with ``--compare``, since the
 place in the sequence moved a run by 0.2-0.5 s). Reported per mode: the median
-wall time, the median CPU time (user + system, the load of other processes on a shared machine inflates wall times far more), the
-``compile`` figure of the summary line, and the difference with the
+wall time, the median CPU time (user + system, the load of other processes on a
+shared machine inflates wall times far more), the ``compile`` figure of the summary line, and the difference with the
 baseline: of the medians, and the median of each pair's difference (a
 grammar run and the baseline run beside it: the machine's drift over
 minutes cancels, which the difference of medians leaves in). The first
