@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from leapgen.automata.jit import njit
+from leapgen.automata.jit import njit, njit_inline
 from leapgen.compiler.trie_kernels import WALK_DEPTH, _deeper, _grow
 
 _FULL = np.uint32(0xFFFFFFFF)
@@ -125,27 +125,9 @@ def single_byte_rows(trans_flat, states, accepting, stop_ids, allowed_words, n_w
         b = 0
         while b < 256 and trans_flat[base + b] < 0:
             b += 1
-        n_touched = 0
-        for k in range(child_start[0], child_end[0]):
-            if child_byte[k] != b:
-                continue
-            top = child_node[k]
-            state_at[0] = s
-            v = top
-            while v < node_end[top]:
-                d = node_depth[v]
-                nxt = trans_flat[state_at[d - 1] * 256 + node_byte[v]]
-                if nxt < 0:
-                    v = node_end[v]
-                    continue
-                state_at = _deeper(state_at, d)
-                state_at[d] = nxt
-                for j in range(node_tok_start[v], node_tok_end[v]):
-                    t = token_ids[node_toks[j]]
-                    if (allowed_words[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
-                        n_touched = _set_bit(scratch, touched, n_touched, t)
-                v += 1
-            break
+        n_touched, state_at = _walk_under_byte(trans_flat, s, b, allowed_words, scratch, touched, 0, state_at,
+                                               child_start, child_end, child_byte, child_node, node_tok_start,
+                                               node_tok_end, node_toks, node_byte, node_depth, node_end, token_ids)
         if accepting[s]:
             for t in stop_ids:
                 n_touched = _set_bit(scratch, touched, n_touched, t)
@@ -160,11 +142,109 @@ def single_byte_rows(trans_flat, states, accepting, stop_ids, allowed_words, n_w
             val[pos] = x
             scratch[w] = 0
             pos += 1
-            while x:
-                x &= x - np.uint32(1)
-                count[i] += 1
+            count[i] += _popcount(x)
         offsets[i + 1] = pos
     return offsets, idx[:pos], val[:pos], count
+
+
+@njit
+def narrow_byte(trans_flat, state, lead):
+    """Whether the text ahead of DFA state ``state`` is narrow: -1 where no byte may follow, the byte
+    where exactly one may (not ``lead``, a token literal's lead byte; -1: none) and at most one after
+    it (a JSON key's letters, ``":``, a closing ``"}``), else -2. A state whose one byte opens a wide
+    text, such as a string's quote, is not narrow: the ordinary walk jumps through the string's loop
+    (:func:`~leapgen.compiler.trie_kernels.trie_walk_via`), where :func:`narrow_row` would walk every
+    token that starts with the quote."""
+    base = state * 256
+    b = -1
+    for c in range(256):
+        if trans_flat[base + c] >= 0:
+            if b >= 0 or c == lead:
+                return -2
+            b = c
+    if b >= 0:
+        after = trans_flat[base + b] * 256
+        seen = 0
+        for c in range(256):
+            if trans_flat[after + c] >= 0:
+                seen += 1
+                if seen > 1:
+                    return -2
+    return b
+
+
+@njit
+def narrow_row(trans_flat, state, b, accepting, stop_ids, allowed_words, out, index_dtype, child_start, child_end,
+               child_byte, child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth,
+               node_end, token_ids):
+    """The row of DFA state ``state`` whose text ahead is narrow (:func:`narrow_byte` gave ``b``): the
+    walk of :func:`single_byte_rows` under the root's child of byte ``b`` only (-1: none), so the row
+    costs its few tokens, not a pass over the whole vocabulary. ``out`` (uint32 ``(n_words,)``) is
+    overwritten with the row; the tokens kept are those set in ``allowed_words`` (as
+    :func:`single_byte_rows`), plus ``stop_ids`` where ``accepting``. Returns ``(idx, val, count)``:
+    the row's nonzero words in increasing order (``idx`` of ``index_dtype``'s type, ``val`` uint32,
+    zero the base word) and the tokens it allows."""
+    out[:] = 0
+    touched = np.empty(out.shape[0], np.int32)
+    n_touched = 0
+    if b >= 0:
+        n_touched, _ = _walk_under_byte(trans_flat, state, b, allowed_words, out, touched, 0,
+                                        np.empty(WALK_DEPTH, np.int32), child_start, child_end, child_byte,
+                                        child_node, node_tok_start, node_tok_end, node_toks, node_byte,
+                                        node_depth, node_end, token_ids)
+    if accepting:
+        for t in stop_ids:
+            n_touched = _set_bit(out, touched, n_touched, t)
+    order = np.sort(touched[:n_touched])
+    idx = np.empty(n_touched, index_dtype.dtype)
+    val = np.empty(n_touched, np.uint32)
+    count = 0
+    for j in range(n_touched):
+        idx[j] = order[j]
+        val[j] = out[order[j]]
+        count += _popcount(val[j])
+    return idx, val, count
+
+
+@njit_inline
+def _walk_under_byte(trans_flat, s, b, allowed_words, scratch, touched, n_touched, state_at, child_start,
+                     child_end, child_byte, child_node, node_tok_start, node_tok_end, node_toks, node_byte,
+                     node_depth, node_end, token_ids):
+    """Set in ``scratch`` the bits of the tokens of byte ``b``'s subtree of the trie whose walk from
+    DFA state ``s`` stays alive (every state live) and that ``allowed_words`` holds, noting new words
+    in ``touched`` (:func:`_set_bit`). Returns the count of touched words and ``state_at`` (grown
+    where the trie is deeper)."""
+    for k in range(child_start[0], child_end[0]):
+        if child_byte[k] != b:
+            continue
+        top = child_node[k]
+        state_at[0] = s
+        v = top
+        while v < node_end[top]:
+            d = node_depth[v]
+            nxt = trans_flat[state_at[d - 1] * 256 + node_byte[v]]
+            if nxt < 0:
+                v = node_end[v]
+                continue
+            state_at = _deeper(state_at, d)
+            state_at[d] = nxt
+            for j in range(node_tok_start[v], node_tok_end[v]):
+                t = token_ids[node_toks[j]]
+                if (allowed_words[t >> 5] >> np.uint32(t & 31)) & np.uint32(1):
+                    n_touched = _set_bit(scratch, touched, n_touched, t)
+            v += 1
+        break
+    return n_touched, state_at
+
+
+@njit_inline
+def _popcount(x):
+    """The set bits of the uint32 ``x``."""
+    n = 0
+    while x:
+        x &= x - np.uint32(1)
+        n += 1
+    return n
 
 
 @njit

@@ -18,7 +18,8 @@ import numpy as np
 
 from leapgen.automata import Dfa
 from leapgen.automata.limits import check_deadline
-from leapgen.compiler.compact_rows import CompactRows, compact_words, expand_words, index_type, single_byte_rows
+from leapgen.compiler.compact_rows import (CompactRows, compact_words, expand_words, index_type, narrow_byte,
+                                           narrow_row, single_byte_rows)
 from leapgen.compiler.token_index import LoopJumps, TokenIndex
 from leapgen.compiler.token_literals import find_token_literals, lead_free_words, set_literal_bits
 from leapgen.grammar.ir import TOKEN_LEAD
@@ -391,6 +392,7 @@ class RegularGrammar(CompiledGrammar):
         self._slice_memo = token_index.new_slice_memo(dfa.n_states)
         self._find_token_literals([dfa.trans])
         self._loops = LoopJumps()
+        self._narrow_args = self._narrow_row_args() if token_index.use_trie else None
 
     @property
     def stored_automaton(self) -> Dfa:
@@ -421,9 +423,27 @@ class RegularGrammar(CompiledGrammar):
 
     def _write_new_row(self, state: int, words: np.ndarray) -> bool:
         self.mask_cache_misses += 1
+        if self._narrow_args is not None:
+            b = narrow_byte(self.trans_flat, state, self._narrow_args[0])
+            if b > -2:  # little text ahead (a key's letters): only its few tokens are walked
+                idx, val, count = narrow_row(self.trans_flat, state, b, self._accepting_list[state],
+                                             *self._narrow_args[1], words, self._index_dtype, *self._narrow_args[2])
+                return self._keep_row(state, (idx, val, False, count < self.token_index.vocab_size))[-1]
         self._allowed_bits(state, words)
         self._add_literal_and_stop_bits(state, words)
         return self._keep_packed(state, words)
+
+    def _narrow_row_args(self) -> tuple[int, tuple, tuple]:
+        """:func:`~leapgen.compiler.compact_rows.narrow_byte`'s and :func:`~leapgen.compiler.compact_rows.narrow_row`'s
+        arguments for this grammar: a token literal's lead byte (no narrow state's byte; -1: the grammar
+        has no token literals); the stop tokens and the tokens a walk may set (those without a 0xFF
+        byte where the grammar has token literals); the vocabulary trie's arrays."""
+        index = self.token_index
+        if self.token_literals:
+            allowed, lead = lead_free_words(index, self.tokenizer_info), TOKEN_LEAD
+        else:
+            allowed, lead = index.every_token_words(), -1
+        return lead, (index.stop_token_ids, allowed), index.trie_arrays()
 
     def _row_words(self, state: int) -> np.ndarray:
         """uint32 view of the (cached) bitmask row of ``state``."""
@@ -449,8 +469,7 @@ class RegularGrammar(CompiledGrammar):
             # where the byte is TOKEN_LEAD a token literal may follow: those states' rows set literal bits
             single = (live.sum(axis=1) == 1) & ~live[:, TOKEN_LEAD]
             forced, states = states[single], states[~single]
-            allowed = (lead_free_words(index, self.tokenizer_info) if self.token_literals
-                       else np.full(index.bitmask_words, 0xFFFFFFFF, np.uint32))
+            allowed = lead_free_words(index, self.tokenizer_info) if self.token_literals else index.every_token_words()
             offsets, idx, val, count = single_byte_rows(self.trans_flat, forced, self.accepting,
                                                         index.stop_token_ids, allowed, index.bitmask_words,
                                                         *index.trie_arrays())

@@ -23,7 +23,8 @@ import numpy as np
 
 from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import index_cache, pda_kernels, trie_kernels
-from leapgen.compiler.compact_rows import CompactRows, compact_words, index_type, single_byte_rows
+from leapgen.compiler.compact_rows import (CompactRows, compact_words, index_type, narrow_byte, narrow_row,
+                                           single_byte_rows)
 from leapgen.compiler.counted_kernels import count_bytes_in, refuse_counted
 from leapgen.compiler.shared_rows import SharedRows
 from leapgen.compiler.token_slices import (JSON_CONTENT_CLASSES, LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice,
@@ -214,8 +215,12 @@ class TokenIndex:
         compact.done().row(0)
         compact_words(row, index_type(self.bitmask_words), self.vocab_size, 0)  # a first visit's row packed
         self.shared_rows.warm_up()  # or, too dense, shared (CompiledGrammar._pack)
-        single_byte_rows(loop, np.zeros(1, np.int64), np.ones(1, np.bool_), self.stop_token_ids, row,
+        every = self.every_token_words()  # read-only, as the lead-free set of grammars with token literals
+        single_byte_rows(loop, np.zeros(1, np.int64), np.ones(1, np.bool_), self.stop_token_ids, every,
                          self.bitmask_words, *self.trie_arrays())
+        narrow_byte(loop, 0, -1)  # a regular grammar's narrow states (RegularGrammar._write_new_row)
+        narrow_row(loop, 0, -1, True, self.stop_token_ids, every, row,
+                   index_type(self.bitmask_words), *self.trie_arrays())
         one = np.zeros(1, np.int32)  # a counted grammar's check (leapgen.compiler.compiled_counted), nothing to walk
         words, candidates = self.empty_words(), np.zeros(0, np.int32)
         words.flags.writeable = candidates.flags.writeable = False  # a cached row and a cached set, as there
@@ -381,6 +386,10 @@ class TokenIndex:
         has = np.zeros(self.bitmask_words * 32, np.bool_)
         has[ids] = rows[row_of_id[ids]]
         return np.packbits(has, bitorder="little").view(np.uint32).copy()
+
+    def every_token_words(self) -> np.ndarray:
+        """uint32 bitset (read-only, cached) with every word all ones."""
+        return self.token_set(("every",), lambda: np.full(self.bitmask_words, 0xFFFFFFFF, np.uint32))
 
     def tokens_longer_than(self, k: int) -> np.ndarray:
         """uint32 bitset (read-only, cached) of the tokens of more than ``k`` bytes."""
