@@ -631,9 +631,13 @@ class TokenIndex:
         trie, ids = self._trie, self._row_ids
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
-        i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
         jumped, maybe_uncertain, target = 0, False, -1
         jumps = loops is not None and sort_of is not None
+        if narrow_byte(trans_flat, state, -1) > -2:
+            # little text ahead (a key's letters): the walk reads one byte's subtree, where no slice or loop jump pays
+            i, k, jumps = -1, 0, False
+        else:
+            i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
         if i >= 0:
             if k == LOOP and leave_row[state] >= 0:
                 k = UNBOUNDED  # the remainder trie walks from after the prefix, where other paths may be open
