@@ -609,7 +609,9 @@ class TokenIndex:
             uint32 bitsets, ``(ceil(vocab_size / 32),)``: tokens the
             frame's rule (with its callees) consumes whole, valid whatever
             the stack below (``out`` where given); and tokens that may go on only after the rule
-            returned, to be checked against the real stacks. Fresh, but for
+            returned, to be checked against the real stacks (a superset: where a token slice's
+            characters die after a bounded count and the frame may leave its rule on the way, all of
+            the slice's longer tokens, unrefined). Fresh, but for
             an ``uncertain`` found empty by the walk: the index's one shared
             empty bitset (read-only).
         pushed : int
@@ -631,7 +633,7 @@ class TokenIndex:
         trie, ids = self._trie, self._row_ids
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
-        jumped, maybe_uncertain, target = 0, False, -1
+        jumped, maybe_uncertain, target, deferred = 0, False, -1, None
         jumps = loops is not None and sort_of is not None
         if narrow_byte(trans_flat, state, -1) > -2:
             # little text ahead (a key's letters): the walk reads one byte's subtree, where no slice or loop jump pays
@@ -656,14 +658,16 @@ class TokenIndex:
                     target = self._loop_target(trans_flat, state, live, memo, slices, loops, leave_row)
             else:
                 # the slice's tokens of more than k characters die in the rule: uncertain where the frame may
-                # leave it on their way (a superset the refine below and the check on the real stacks sort;
-                # a block of a long string returns at its end), else dead; only the tokens outside are walked
+                # leave it on their way (a block of a long string returns at its end), else dead; only the
+                # tokens outside are walked. Uncertain ones are left to the check on the real stacks, not
+                # refined below: they are most of the vocabulary's (13-43k of Llama-3's 128k tokens), the
+                # refinement took 3 ms a frame to keep them uncertain (the text after a block goes on), and
+                # an uncertain set may hold more than the real stacks allow (they are checked there)
                 starts, *char_dfa = slices.char_dfas
                 leaves = slice_leaves(trans_flat, leave_row, state, k, memo[1 + i], starts[i], *char_dfa)
                 if leaves >= 0:
                     if leaves:
-                        uncertain |= slices.slices[i].every & ~words
-                        maybe_uncertain = True
+                        deferred = slices.slices[i].every & ~words
                     trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         elif jumps:
             target = self._loop_target(trans_flat, state, live, memo, slices, loops, leave_row)
@@ -676,6 +680,9 @@ class TokenIndex:
             maybe_uncertain |= pda_kernels.frame_walk(trans_flat, state, leave_row, leave_bytes,
                                                       *self.walk_records(trie, ids), trie[7], certain, uncertain)
         if not (maybe_uncertain and self.any_bits(uncertain)):
+            if deferred is not None:  # (disjoint from certain: the slice's tokens of more than k characters)
+                uncertain |= deferred
+                return certain, uncertain, jumped
             self._give_back_words(uncertain)
             return certain, self._no_words, jumped  # most frames: one shared empty bitset, not 16 KB each
         # refine: follow calls through the callees, with the stack below the frame unknown
@@ -692,6 +699,8 @@ class TokenIndex:
         if status == pda_kernels.WALK_DONE:
             uncertain &= after
         # else (a walk outgrowing its buffers): every candidate stays uncertain, checked on the real stacks
+        if deferred is not None:
+            uncertain |= deferred
         uncertain &= ~certain
         return certain, uncertain, max(pushed, jumped)
 
