@@ -72,8 +72,7 @@ def test_first_fills_later_fills_and_whole_rows_equal_brute_force(vocab):
         compiled.write_row(s, row.view(np.int32))
         idx, val, _, _, _ = compact_words(row, np.zeros(0, np.uint16), vocab.info.vocab_size)
         small = idx.nbytes + val.nbytes <= words * 4 // PACKED_FRACTION
-        jumped_to = s in compiled._loops.slice_of  # a LOOP state's row, asked whole for the walks
-        assert (len(entry) == 4) == (small and not jumped_to), f"state {s}: kept {'whole' if small else 'packed'}"
+        assert (len(entry) == 4) == small, f"state {s}: kept {'whole' if small else 'packed'}"
         packed += len(entry) == 4
     assert packed >= len(states) // 2 and held < len(states) * words * 4 * 2 / 3
     for s in states:

@@ -152,9 +152,9 @@ def narrow_byte(trans_flat, state, lead):
     """Whether the text ahead of DFA state ``state`` is narrow: -1 where no byte may follow, the byte
     where exactly one may (not ``lead``, a token literal's lead byte; -1: none) and at most one after
     it (a JSON key's letters, ``":``, a closing ``"}``), else -2. A state whose one byte opens a wide
-    text, such as a string's quote, is not narrow: the ordinary walk jumps through the string's loop
-    (:func:`~leapgen.compiler.trie_kernels.trie_walk_via`), where :func:`narrow_row` would walk every
-    token that starts with the quote."""
+    text, such as a string's quote, is not narrow: every token that starts with the quote goes on,
+    and the ordinary walk (a context-free frame's jumps to a LOOP state, :meth:`TokenIndex.frame_sets
+    <leapgen.compiler.token_index.TokenIndex.frame_sets>`) serves it."""
     base = state * 256
     b = -1
     for c in range(256):

@@ -20,7 +20,7 @@ from leapgen.automata import Dfa
 from leapgen.automata.limits import check_deadline
 from leapgen.compiler.compact_rows import (CompactRows, compact_words, expand_words, index_type, narrow_byte,
                                            narrow_row, single_byte_rows)
-from leapgen.compiler.token_index import LoopJumps, TokenIndex
+from leapgen.compiler.token_index import TokenIndex
 from leapgen.compiler.token_literals import find_token_literals, lead_free_words, set_literal_bits
 from leapgen.grammar.ir import TOKEN_LEAD
 from leapgen.vocab import TokenizerInfo
@@ -137,10 +137,9 @@ class CompiledGrammar:
     def use_slices(self, slices) -> None:
         """Try these token slices (a :class:`~leapgen.compiler.token_index.SliceSet`, e.g. with the free-text
         slice of :meth:`TokenIndex.with_free_text_slice`) in masks from now on; the set only
-        shortcuts walks, masks are the same (mutates the grammar's caches of slice checks and LOOP jumps)."""
+        shortcuts walks, masks are the same (mutates the grammar's caches of slice checks)."""
         self._slices = slices
         self._slice_memo = self.token_index.new_slice_memo(self._slice_memo.shape[1], slices)
-        self._loops = LoopJumps()  # its LOOP states were found with the old set
 
     def prepare_free_text(self, limit: int) -> None:
         """Compute now the masks of the free-text states (:data:`WIDE_STATE_BYTES`), at most
@@ -391,7 +390,6 @@ class RegularGrammar(CompiledGrammar):
         self._all_live = np.ones(dfa.n_states, np.int8)  # a trimmed DFA: every state can still finish
         self._slice_memo = token_index.new_slice_memo(dfa.n_states)
         self._find_token_literals([dfa.trans])
-        self._loops = LoopJumps()
         self._narrow_args = self._narrow_row_args() if token_index.use_trie else None
 
     @property
@@ -419,7 +417,7 @@ class RegularGrammar(CompiledGrammar):
 
     def _allowed_bits(self, state: int, out: np.ndarray | None = None) -> np.ndarray:
         return self.token_index.token_row(self.trans_flat, state, self._all_live, self._slice_memo, self._slices,
-                                          self._loops, self._row_words, out)
+                                          out)
 
     def _write_new_row(self, state: int, words: np.ndarray) -> bool:
         self.mask_cache_misses += 1
@@ -444,10 +442,6 @@ class RegularGrammar(CompiledGrammar):
         else:
             allowed, lead = index.every_token_words(), -1
         return lead, (index.stop_token_ids, allowed), index.trie_arrays()
-
-    def _row_words(self, state: int) -> np.ndarray:
-        """uint32 view of the (cached) bitmask row of ``state``."""
-        return self.bitmask_row(state)[0].view(np.uint32)
 
     def precompute_rows(self, states: np.ndarray) -> None:
         """Compute now the bitmask rows of ``states`` (int array of DFA states) and keep them
@@ -477,7 +471,7 @@ class RegularGrammar(CompiledGrammar):
         allows_everything = index.allows_everything
         for state in states.tolist():
             check_deadline("computing the masks of a grammar's states")
-            cached = state in self._rows  # a LOOP state an earlier row jumped to
+            cached = state in self._rows  # visited before
             words = self.bitmask_row(state)[0].view(np.uint32) if cached else self._row_of(state)
             store.add(state, words, not allows_everything(words))
         self._compact = store.done()

@@ -113,6 +113,10 @@ class ContextFreeGrammar(CompiledGrammar):
         self._automaton_bytes = sum(int(a.nbytes) for a in self._automaton if isinstance(a, np.ndarray))
         self._find_token_literals([d.trans for d in pda.dfas])
 
+    def use_slices(self, slices) -> None:
+        super().use_slices(slices)
+        self._loops = LoopJumps()  # its LOOP states were found with the old set
+
     @property
     def n_states(self) -> int:
         """Total DFA states over all rules."""

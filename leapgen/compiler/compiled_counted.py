@@ -27,7 +27,6 @@ import numpy as np
 from leapgen.automata.counted import CountedDfa
 from leapgen.compiler.compiled import CompiledGrammar
 from leapgen.compiler.counted_kernels import refuse_counted
-from leapgen.compiler.token_index import LoopJumps
 
 State = tuple  # (dfa state, count)
 _NO_TOKENS = np.zeros(0, np.int32)
@@ -61,7 +60,6 @@ class CountedGrammar(CompiledGrammar):
         self._horizon = max(token_index.max_token_bytes, 1)
         self._live = np.ones(a.n_states, np.int8)  # trimmed: every state can still finish
         self._slice_memo = token_index.new_slice_memo(a.n_states)
-        self._loops = LoopJumps()
         self._flat_rows: dict[int, tuple] = {}  # dfa state -> (row, need_apply) with the counts dropped
         horizon = self._horizon
         self._end_risk = bool((a.lo > 0).any())  # a token may enter a region and end it too soon
@@ -141,18 +139,13 @@ class CountedGrammar(CompiledGrammar):
         self.token_index.set_stop_bits(words, False)  # stop tokens aside, as the base class says
         return words
 
-    def _flat_words(self, q: int) -> np.ndarray:
-        """uint32 row of DFA state ``q`` with the counts dropped, stop tokens aside (for the walks'
-        LOOP jumps; read-only)."""
-        return self._flat_entry(q)[0].view(np.uint32)
-
     def _flat_entry(self, q: int) -> tuple[np.ndarray, bool]:
         """``(row, need_apply)`` of DFA state ``q`` with the counts dropped, stop tokens included
         (cached per state; the row int32, read-only)."""
         got = self._flat_rows.get(q)
         if got is None:
             words = self.token_index.token_row(self.automaton.flat_trans, q, self._live, self._slice_memo,
-                                               self._slices, self._loops, self._flat_words)
+                                               self._slices)
             self.token_index.set_stop_bits(words, self._accepting[q])
             row = words.view(np.int32)
             row.flags.writeable = False

@@ -474,7 +474,8 @@ def frame_walk_via(trans_flat, start, leave_row, leave_bytes, loop_state, loop_c
     """:func:`frame_walk` that jumps where it reaches ``loop_state`` (a LOOP state of a token
     slice, with no leave row) after bytes all in ``in_class`` without having been able to leave
     the rule: the subtree's tokens are then sorted as from ``loop_state`` itself, whose sort is
-    ``loop_certain`` / ``loop_uncertain`` (see :func:`~leapgen.compiler.trie_kernels.trie_walk_via`).
+    ``loop_certain`` / ``loop_uncertain``: a token of that subtree whose prefix so far loops there sorts as
+    from ``loop_state`` (a JSON string's escapes lead back to its body).
     Returns False where it surely set no bit in ``words_uncertain`` (bool). The layout and
     order of :func:`frame_walk`."""
     any_uncertain = False

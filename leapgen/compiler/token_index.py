@@ -47,9 +47,9 @@ MAX_WALK_RECORDS = 64
 
 
 class LoopJumps:
-    """One grammar's memo for the LOOP-state jumps of :meth:`TokenIndex.token_row` and
-    :meth:`TokenIndex.frame_sets` (mutated by them; not thread-safe beyond the GIL's dict operations,
-    and a lost update only costs a jump).
+    """One context-free grammar's memo for the LOOP-state jumps of :meth:`TokenIndex.frame_sets`
+    (mutated by it; not thread-safe beyond the GIL's dict operations, and a lost update only costs a
+    jump).
 
     Attributes
     ----------
@@ -206,10 +206,7 @@ class TokenIndex:
         loop = np.zeros(256, np.int32)  # every byte leads back to state 0
         live = np.ones(1, np.int8)
         self.token_row(loop, 0, live)
-        trie_kernels.chain_states(loop, 0, _ASCII, 1, 1)
-        row, cached = self.empty_words(), self.empty_words()
-        cached.flags.writeable = False  # as the cached rows it reads are
-        trie_kernels.trie_walk_via(loop, 0, live, 0, cached, _ASCII, *self._trie, self._row_ids, row)
+        row = self.empty_words()
         compact = CompactRows(self.bitmask_words, 1, 1)  # a structural tag's rows, computed at compile time
         compact.add(0, row, True)
         compact.done().row(0)
@@ -245,6 +242,7 @@ class TokenIndex:
                      np.zeros(0, np.bool_), np.zeros(0, np.bool_), np.zeros(1, np.int32), np.zeros(2, np.int32), none,
                      np.zeros(1, np.int32), np.ones((1, 256), np.bool_))
         self.frame_sets(automaton, 0, live)
+        trie_kernels.chain_states(loop, 0, _ASCII, 1, 1)  # a frame's LOOP jump (_loop_target)
         self.candidate_walk(one)
         stacks = (np.zeros((1, 1), np.int32), np.ones(1, np.int32), np.zeros(1, np.bool_), np.ones(1, np.int32))
         self.pushdown_walk(automaton, stacks, 8, one)
@@ -492,23 +490,22 @@ class TokenIndex:
 
     def token_row(self, trans_flat: np.ndarray, state: int, live: np.ndarray,
                   slice_memo: np.ndarray | None = None, slices: SliceSet | None = None,
-                  loops: LoopJumps | None = None, row_of: Callable[[int], np.ndarray] | None = None,
                   out: np.ndarray | None = None) -> np.ndarray:
         """The tokens whose walk from ``state`` stays alive: :meth:`token_sets`'s first set for
         a ``live`` (int8, all ones) state class, in one kernel call. ``out``, or a fresh bitset.
 
         Parameters as :meth:`token_sets` (``slice_memo`` mutated), and:
 
-        loops : LoopJumps, optional
-            The grammar's memo (mutated). With ``row_of``, where no slice applies, the walk jumps
-            where it reaches a LOOP state after bytes of that slice's class (a JSON string's
-            escapes lead back to its body): :func:`~leapgen.compiler.trie_kernels.trie_walk_via`.
-        row_of : callable, optional
-            ``row_of(q)``: the uint32 row of state ``q`` (the caller's cache; stop-token bits
-            may be set, they are never read).
         out : numpy.ndarray, optional
             uint32 ``(bitmask_words,)``, overwritten with the row (memory already touched: a fresh
             16 KB bitset costs ~10 µs of page faults here).
+
+        Notes
+        -----
+        Unlike :meth:`frame_sets`, the walk never jumps to a LOOP state's row (a JSON string's
+        escapes lead back to its body): the search for one (:meth:`_loop_target`) ran wherever no
+        slice applies, found one rarely, and cost regular grammars' first visits more than the
+        jumps saved (see ``benchmarks/README.md``, stop 43).
         """
         if not self.use_trie:
             words = self.token_sets(trans_flat, state, live, slice_memo, slices)[0]
@@ -522,16 +519,7 @@ class TokenIndex:
         slices = slices or self.default_slices
         memo = self.new_slice_memo(len(live), slices) if slice_memo is None else slice_memo
         i, k, _ = first_slice(trans_flat, state, live, memo, *slices.char_dfas)
-        if (i < 0 or k == 0) and loops is not None and row_of is not None:  # a limit of 0 only drops dead tokens
-            target = self._loop_target(trans_flat, state, live, memo, slices, loops, None)
-            if target >= 0:
-                out[:] = 0
-                trie_kernels.trie_walk_via(trans_flat, state, live, target, row_of(target),
-                                           loops.slice_of[target], *trie, ids, out)
-                return out
         if i >= 0:
-            if k == LOOP and loops is not None:
-                loops.slice_of[state] = slices.class_bytes[i]
             init, sliced, sliced_ids = slices.slices[i].split(k)
             trie, ids = sliced, (ids if sliced_ids is None else sliced_ids)
         return trie_kernels.row_walk(trans_flat, state, live, self._no_words if init is None else init,
@@ -551,18 +539,17 @@ class TokenIndex:
         return got[0]
 
     def _loop_target(self, trans_flat: np.ndarray, state: int, live: np.ndarray, memo: np.ndarray,
-                     slices: SliceSet, loops: LoopJumps, leave_row: np.ndarray | None) -> int:
-        """The LOOP state to jump to from ``state`` (memoized in ``loops``), or -1: the first of the
-        states its bytes of the slices' one-byte characters (``slices.any_class_byte``) reach
-        (:func:`~leapgen.compiler.trie_kernels.chain_states`) that is one (met before, or checked now
-        where it has enough live bytes); in frame mode (``leave_row`` given) one that cannot leave its
-        rule."""
+                     slices: SliceSet, loops: LoopJumps, leave_row: np.ndarray) -> int:
+        """The LOOP state a frame's walk jumps to from ``state`` (memoized in ``loops``), or -1: the
+        first of the states its bytes of the slices' one-byte characters (``slices.any_class_byte``)
+        reach (:func:`~leapgen.compiler.trie_kernels.chain_states`) that is one (met before, or checked
+        now where it has enough live bytes) and cannot leave its rule (``leave_row`` < 0)."""
         got = loops.target.get(state)
         if got is None:
             got = -1
             for q in trie_kernels.chain_states(trans_flat, state, slices.any_class_byte, LOOP_JUMP_DEPTH,
                                                LOOP_JUMP_MIN_LIVE).tolist():
-                if leave_row is not None and leave_row[q] >= 0:
+                if leave_row[q] >= 0:
                     continue
                 if q not in loops.slice_of:
                     i, k, _ = first_slice(trans_flat, q, live, memo, *slices.char_dfas)

@@ -392,8 +392,9 @@ def _or_ids(words, row, tok_ids, lo, hi):
 def chain_states(trans_flat, start, in_class, max_depth, min_live):
     """The states reachable from ``start`` by at most ``max_depth`` bytes of ``in_class`` (bool
     ``(256,)``), breadth first (``start`` excluded), that have at least ``min_live`` live ASCII
-    bytes: the candidates for the LOOP state that :func:`trie_walk_via` jumps to (int64, at
-    most 8; the search stops at 64 states)."""
+    bytes: the candidates for the LOOP state that
+    :func:`~leapgen.compiler.pda_kernels.frame_walk_via` jumps to (int64, at most 8; the search stops at
+    64 states)."""
     seen = np.empty(64, np.int64)
     out = np.empty(8, np.int64)
     n_seen, n_out = 0, 0
@@ -434,50 +435,3 @@ def chain_states(trans_flat, start, in_class, max_depth, min_live):
                         return out[:n_out]
         lo, hi = (0 if depth == 0 else hi), n_seen
     return out[:n_out]
-
-
-@njit_inline
-def _or_subtree(words, row, node_toks, token_ids, lo, hi):
-    """Set in ``words`` the bits ``row`` has of the tokens ``node_toks[lo:hi]``."""
-    for k in range(lo, hi):
-        t = token_ids[node_toks[k]]
-        bit = np.uint32(1) << np.uint32(t & 31)
-        if row[t >> 5] & bit:
-            words[t >> 5] |= bit
-
-
-@njit
-def trie_walk_via(trans_flat, start, state_class, loop_state, loop_row, in_class, child_start, child_end, child_byte,
-                  child_node, node_tok_start, node_tok_end, node_toks, sub_tok_end, node_byte, node_depth, node_end,
-                  token_ids, words):
-    """:func:`trie_walk` (class-1 tokens into ``words``, mutated) that jumps where it reaches
-    ``loop_state`` after bytes all in ``in_class`` (bool ``(256,)``: the one-byte characters of a
-    token slice for which ``loop_state`` is LOOP, every character leading back to it): a token
-    of that subtree is then valid exactly when it is valid from ``loop_state`` (its prefix so
-    far loops there), so the subtree's bits come from ``loop_row`` (that state's row) and the
-    subtree is skipped. A JSON string's escapes (``\\u`` and four hex digits, then the body)
-    cost a few hex levels instead of every token starting with a hex digit walked whole."""
-    n = node_byte.shape[0]
-    state_at = np.empty(WALK_DEPTH, np.int32)
-    pure_at = np.zeros(WALK_DEPTH, np.bool_)
-    state_at[0] = start
-    pure_at[0] = True
-    v = 1
-    while v < n:
-        d = node_depth[v]
-        b = node_byte[v]
-        nxt = trans_flat[state_at[d - 1] * 256 + b]
-        if nxt < 0:
-            v = node_end[v]
-            continue
-        pure = pure_at[d - 1] and in_class[b]
-        if pure and nxt == loop_state:
-            _or_subtree(words, loop_row, node_toks, token_ids, node_tok_start[v], sub_tok_end[v])
-            v = node_end[v]
-            continue
-        state_at, pure_at = _deeper(state_at, d), _deeper(pure_at, d)
-        state_at[d] = nxt
-        pure_at[d] = pure
-        if state_class[nxt] == 1:
-            _set_bits(words, node_toks, token_ids, node_tok_start[v], node_tok_end[v])
-        v += 1
