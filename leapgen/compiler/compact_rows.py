@@ -153,8 +153,9 @@ def narrow_byte(trans_flat, state, lead):
     where exactly one may (not ``lead``, a token literal's lead byte; -1: none) and at most one after
     it (a JSON key's letters, ``":``, a closing ``"}``), else -2. A state whose one byte opens a wide
     text, such as a string's quote, is not narrow: every token that starts with the quote goes on,
-    and the ordinary walk (a context-free frame's jumps to a LOOP state, :meth:`TokenIndex.frame_sets
-    <leapgen.compiler.token_index.TokenIndex.frame_sets>`) serves it."""
+    and the ordinary walk serves it (a token slice where one applies; in a context-free frame, a jump
+    to the string body's LOOP state: :meth:`TokenIndex.frame_sets
+    <leapgen.compiler.token_index.TokenIndex.frame_sets>`)."""
     base = state * 256
     b = -1
     for c in range(256):
