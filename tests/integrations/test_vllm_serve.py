@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -30,6 +32,15 @@ from vllm_cases import MAX_TOKENS, assert_leapgen_made_the_masks, cases
 pytestmark = pytest.mark.vllm
 
 START_TIMEOUT_S = 600
+# uvicorn closes a keep-alive connection idle for 5 s (vLLM's default), the same 5 s after which the
+# client's pool stops reusing one: a request sent as the server closes its socket fails with "Server
+# disconnected without sending a response" (CI, stop 43). The server keeps them longer than the client.
+SERVER_KEEP_ALIVE_S = "60"
+
+
+class Server(NamedTuple):
+    url: str
+    log: Path
 
 
 def _free_port() -> int:
@@ -48,8 +59,9 @@ def server(vllm_env, model_folder, tmp_path_factory):
                "--port", str(port), "--dtype", "float32", "--enforce-eager", "--max-model-len", "1024",
                "--max-num-seqs", "8", "--served-model-name", "smollm2",
                "--structured-outputs-config", '{"backend": "leapgen"}']
+    env = dict(os.environ, VLLM_HTTP_TIMEOUT_KEEP_ALIVE=SERVER_KEEP_ALIVE_S)
     with open(log, "wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -62,7 +74,7 @@ def server(vllm_env, model_folder, tmp_path_factory):
             except httpx.HTTPError:
                 pass
             time.sleep(2)
-        yield base
+        yield Server(base, log)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -76,7 +88,15 @@ def server(vllm_env, model_folder, tmp_path_factory):
 def client(server):
     from openai import OpenAI
 
-    return OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0, timeout=300)
+    return OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+def _results(futures, server: Server) -> list:
+    """Each future's result; a failure is re-raised with the server log's tail, which CI does not keep."""
+    try:
+        return [future.result() for future in futures]
+    except Exception as error:
+        raise AssertionError(f"{error!r}; vllm serve's log ends: {server.log.read_text()[-6000:]}") from error
 
 
 def _create(client, so: dict, prompt: str, seed: int, temperature: float = 0.7):
@@ -92,7 +112,7 @@ def _create(client, so: dict, prompt: str, seed: int, temperature: float = 0.7):
     return client.chat.completions.create(**kwargs)
 
 
-def test_every_kind_over_60_concurrent_requests_and_bad_grammars_fail_alone(client, vllm_env):
+def test_every_kind_over_60_concurrent_requests_and_bad_grammars_fail_alone(client, server, vllm_env):
     import openai
 
     todo = cases(per_kind=12)
@@ -118,20 +138,19 @@ def test_every_kind_over_60_concurrent_requests_and_bad_grammars_fail_alone(clie
     with ThreadPoolExecutor(4) as pool:
         goods = [pool.submit(good, i) for i in range(len(todo))]
         bads = [pool.submit(refused, i) for i in range(len(bad))]
-        for future in goods + bads:
-            future.result()
+        _results(goods + bads, server)
     assert len(goods) >= 50
     assert_leapgen_made_the_masks(vllm_env, min_fills=len(goods))
 
 
-def test_a_grammar_failing_in_the_engine_fails_alone(client):
+def test_a_grammar_failing_in_the_engine_fails_alone(client, server):
     import openai
 
     case = cases(per_kind=1)[0]
     with ThreadPoolExecutor(2) as pool:
         blowup = pool.submit(_create, client, {"regex": "(a|b)*a(a|b){24}"}, "Write a or b.", 0)
         fine = pool.submit(_create, client, case.structured_outputs, case.prompt, 1)
-        reply = fine.result().choices[0]
+        reply = _results([fine], server)[0].choices[0]
         assert reply.finish_reason == "stop"
         case.check(reply.message.content)
         # vLLM's path for a request its scheduler finished with an error: a 500 without the cause
