@@ -44,6 +44,7 @@ from leapgen.automata.dfa import compile_dfa
 from leapgen.automata.jit import njit, njit_inline
 from leapgen.compiler import trie_kernels
 from leapgen.grammar import ir
+from leapgen.grammar.regex import SPACE
 
 _NOT_IN_JSON_STRINGS = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x7F)]
 JSON_STRING_CHAR = ir.charset(_NOT_IN_JSON_STRINGS, negate=True)
@@ -60,6 +61,10 @@ SLICE_CHAR_CLASSES = {
     "json_string": JSON_STRING_CHAR,
     # ECMAScript '.' in a string pattern ("^.*@.*$"): no line terminators either
     "json_string_dot": ir.charset(_NOT_IN_JSON_STRINGS + [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)], negate=True),
+    # no white space (``\S+``, ``[^\s]+``: ECMAScript's and Python's ``\s``, so either's ``\S`` holds it)
+    "json_string_nonspace": ir.charset(_NOT_IN_JSON_STRINGS + list(SPACE) + [(0x85, 0x85)], negate=True),
+    # RFC 3986 unreserved and sub-delims: a URI's host, path, query and fragment (format uri, URL patterns)
+    "uri_chars": ir.charset([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)] + [(ord(c), ord(c)) for c in "-._~!$&'()*+,;="]),
     # words: names, titles ([A-Za-z ]+)
     "alpha_space": ir.charset([(0x20, 0x20), (0x41, 0x5A), (0x61, 0x7A)]),
     # identifiers, keys, slugs, hosts: patterns such as [A-Za-z_][A-Za-z0-9_-]* or [a-z0-9.-]+
