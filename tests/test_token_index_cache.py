@@ -26,7 +26,7 @@ def _same_index(a: TokenIndex, b: TokenIndex) -> None:
 def test_a_cached_index_is_read_back_whole_and_not_built(tmp_path, monkeypatch, grammar_compiler):
     info = grammar_compiler("gpt2").tokenizer_info
     built = TokenIndex(info, cache_dir=tmp_path)
-    (path,) = tmp_path.glob("*.npz")
+    (path,) = tmp_path.glob("*.idx")
     assert path == index_cache.path_for(tmp_path, info.fingerprint)
 
     def no_build(*args):
@@ -44,11 +44,47 @@ def test_a_cached_index_is_read_back_whole_and_not_built(tmp_path, monkeypatch, 
 def test_a_damaged_cache_file_is_a_miss(tmp_path, grammar_compiler):
     info = grammar_compiler("gpt2").tokenizer_info
     TokenIndex(info, cache_dir=tmp_path)
-    (path,) = tmp_path.glob("*.npz")
+    (path,) = tmp_path.glob("*.idx")
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     again = TokenIndex(info, cache_dir=tmp_path)  # rebuilt and written again
     _same_index(again, grammar_compiler("gpt2").token_index)
     assert index_cache.load(path) is not None
+
+
+def test_mapped_arrays_are_plain_aligned_and_private(tmp_path, grammar_compiler):
+    """The file is mapped, not read: each array a plain, aligned, writable numpy array of the type the
+    build gives (one numba signature), whose writes stay in the process."""
+    numba = pytest.importorskip("numba")
+    info = grammar_compiler("gpt2").tokenizer_info
+    built = TokenIndex(info, cache_dir=tmp_path)
+    read = TokenIndex(info, cache_dir=tmp_path)
+    for got, want in zip(read._trie + (read._trie_pos,), built._trie + (built._trie_pos,)):
+        assert type(got) is np.ndarray and got.flags.aligned and got.flags.c_contiguous
+        assert numba.typeof(got) == numba.typeof(want)
+    path = index_cache.path_for(tmp_path, info.fingerprint)
+    meta, arrays = index_cache.load(path)
+    assert all(a.ctypes.data % 64 == 0 for a in arrays.values())
+    before = arrays["trie_pos"].copy()
+    arrays["trie_pos"][:] = -7  # copy-on-write: the file keeps its bytes
+    assert np.array_equal(index_cache.load(path)[1]["trie_pos"], before)
+
+
+@pytest.mark.parametrize("damage", ["magic", "header", "size"])
+def test_a_file_that_is_not_an_index_is_a_miss(tmp_path, damage):
+    path = tmp_path / "x.idx"
+    arrays = {"a": np.arange(10, dtype=np.int32), "empty": np.zeros(0, np.uint8), "m": np.ones((3, 5), np.uint32)}
+    index_cache.save(path, {"k": 1}, arrays)
+    meta, got = index_cache.load(path)
+    assert meta == {"k": 1} and all(np.array_equal(got[k], v) and got[k].dtype == v.dtype for k, v in arrays.items())
+    data = bytearray(path.read_bytes())
+    if damage == "magic":
+        data[:8] = b"NOTANIDX"
+    elif damage == "header":
+        data[16:20] = b"\xff\xfe{]"
+    else:
+        data += b"\0" * 64
+    path.write_bytes(bytes(data))
+    assert index_cache.load(path) is None
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama3"])
