@@ -35,6 +35,7 @@ REGEXES = [r"[^\n]{0,50}", r'"[^"\\]{3,6}"|x', r"(日|a){0,3}\n", r"[A-Za-z_][A-
            r"[A-Za-z0-9]{0,80}",  # limit MORE of a small slice with a token of more characters (llama3 has one)
            r"\S+( \S+){0,2}"]  # words without white space: the non-space slice's LOOP
 URI = {"type": "string", "format": "uri"}  # RFC 3986: its host, path, query and fragment loop on uri_chars
+EMAIL = {"type": "string", "format": "email"}  # RFC 5322: its local part loops on email_atext
 
 
 def slice_named(index: TokenIndex, name: str):
@@ -60,7 +61,8 @@ def plain_index(family: str) -> TokenIndex:
 
 
 def grammars(compiler):
-    return ([compiler.compile_json_schema(SCHEMA, any_whitespace=False), compiler.compile_json_schema(URI)]
+    return ([compiler.compile_json_schema(SCHEMA, any_whitespace=False), compiler.compile_json_schema(URI),
+             compiler.compile_json_schema(EMAIL)]
             + [compiler.compile_regex(p) for p in REGEXES])
 
 
@@ -128,17 +130,17 @@ def test_narrower_classes_apply_where_the_wider_do_not(grammar_compiler, family)
         got = {sl.name: sl.limit(g.trans_flat, s, live)[0] for sl in g.token_index.token_slices}
         wide = -1 if n < 15 else 0  # all the class's characters die at the end
         assert got == {"json_string": wide, "json_string_dot": wide, "alpha_space": wide, "json_string_nonspace": wide,
-                       "uri_chars": wide, "alnum": 15 - n, "lower_alnum": 15 - n, "lower": 15 - n}, n
+                       "uri_chars": wide, "email_atext": wide, "alnum": 15 - n, "lower_alnum": 15 - n, "lower": 15 - n}, n
     g = grammar_compiler(family).compile_regex(r"[a-z0-9]{0,40}")  # a small slice beyond its exact limits
     sl = slice_named(g.token_index, "lower_alnum")
     assert sl.limit(g.trans_flat, g.start_state, np.ones(g.n_states, np.int8))[0] == token_slices.MORE
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama3"])
-def test_uri_and_non_space_loops_take_their_slices(grammar_compiler, family):
-    """A URI's host, path, query and fragment, and a word of ``\\S``, loop on every character of a slice
-    of theirs (LOOP: the slice's bitset and the remainders' walk), where the wider slices do not apply
-    and the narrower ones (``alnum``) would leave most of their tokens to the walk."""
+def test_uri_email_and_non_space_loops_take_their_slices(grammar_compiler, family):
+    """A URI's host, path, query and fragment, an e-mail's local part, and a word of ``\\S`` loop on
+    every character of a slice of theirs (LOOP: the slice's bitset and the remainders' walk), where the
+    wider slices do not apply and the narrower ones (``alnum``) would leave most tokens to the walk."""
     compiler = grammar_compiler(family)
     index = compiler.token_index
     names = [sl.name for sl in index.token_slices]
@@ -153,6 +155,8 @@ def test_uri_and_non_space_loops_take_their_slices(grammar_compiler, family):
     uri = compiler.compile_json_schema(URI)
     for text in (b'"http://ex', b'"http://example.com/a', b'"http://example.com/a?q=1', b'"http://example.com/#top'):
         assert first(uri, text) == ("uri_chars", token_slices.LOOP), text
+    email = compiler.compile_json_schema(EMAIL)
+    assert first(email, b'"first.la') == ("email_atext", token_slices.LOOP)
     words = compiler.compile_regex(r"\S+")
     assert first(words, b"ab") == ("json_string_nonspace", token_slices.LOOP)
     assert first(words, "é".encode()) == ("json_string_nonspace", token_slices.LOOP)

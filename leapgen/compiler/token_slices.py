@@ -65,6 +65,9 @@ SLICE_CHAR_CLASSES = {
     "json_string_nonspace": ir.charset(_NOT_IN_JSON_STRINGS + list(SPACE) + [(0x85, 0x85)], negate=True),
     # RFC 3986 unreserved and sub-delims: a URI's host, path, query and fragment (format uri, URL patterns)
     "uri_chars": ir.charset([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)] + [(ord(c), ord(c)) for c in "-._~!$&'()*+,;="]),
+    # RFC 5322 atext: an e-mail's local part (format email, dot-atom)
+    "email_atext": ir.charset([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A)]
+                              + [(ord(c), ord(c)) for c in "!#$%&'*+/=?^_`{|}~-"]),
     # words: names, titles ([A-Za-z ]+)
     "alpha_space": ir.charset([(0x20, 0x20), (0x41, 0x5A), (0x61, 0x7A)]),
     # identifiers, keys, slugs, hosts: patterns such as [A-Za-z_][A-Za-z0-9_-]* or [a-z0-9.-]+
