@@ -69,6 +69,26 @@ def test_mapped_arrays_are_plain_aligned_and_private(tmp_path, grammar_compiler)
     assert np.array_equal(index_cache.load(path)[1]["trie_pos"], before)
 
 
+def test_older_layouts_of_the_vocabulary_are_removed_when_a_new_one_is_written(tmp_path, grammar_compiler):
+    import os
+    import time
+
+    info = grammar_compiler("gpt2").tokenizer_info
+    vocabulary = info.fingerprint[:32]
+    old = time.time() - index_cache.STALE_AFTER_S - 60
+    names = (f"{vocabulary}-0123456789abcdef.npz", f"{vocabulary}-fedcba9876543210.idx", ".tmp-crashed.idx",
+             f"{vocabulary}-recent000000000.idx", "ffffffffffffffffffffffffffffffff-0123456789abcdef.idx", "notes.txt")
+    files = {name: tmp_path / name for name in names}
+    for name, path in files.items():
+        path.write_bytes(b"x")
+        if "recent" not in name:
+            os.utime(path, (old, old))
+    TokenIndex(info, cache_dir=tmp_path)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([index_cache.path_for(tmp_path, info.fingerprint).name, f"{vocabulary}-recent000000000.idx",
+                           "ffffffffffffffffffffffffffffffff-0123456789abcdef.idx", "notes.txt"])
+
+
 @pytest.mark.parametrize("damage", ["magic", "header", "size"])
 def test_a_file_that_is_not_an_index_is_a_miss(tmp_path, damage):
     path = tmp_path / "x.idx"

@@ -129,8 +129,9 @@ def test_narrower_classes_apply_where_the_wider_do_not(grammar_compiler, family)
         s = g.walk(g.start_state, b"_" + b"x" * n)
         got = {sl.name: sl.limit(g.trans_flat, s, live)[0] for sl in g.token_index.token_slices}
         wide = -1 if n < 15 else 0  # all the class's characters die at the end
-        assert got == {"json_string": wide, "json_string_dot": wide, "alpha_space": wide, "json_string_nonspace": wide,
-                       "uri_chars": wide, "email_atext": wide, "alnum": 15 - n, "lower_alnum": 15 - n, "lower": 15 - n}, n
+        assert got == {"json_string": wide, "json_string_dot": wide, "alpha_space": wide,
+                       "json_string_nonspace": wide, "uri_chars": wide, "email_atext": wide,
+                       "alnum": 15 - n, "lower_alnum": 15 - n, "lower": 15 - n}, n
     g = grammar_compiler(family).compile_regex(r"[a-z0-9]{0,40}")  # a small slice beyond its exact limits
     sl = slice_named(g.token_index, "lower_alnum")
     assert sl.limit(g.trans_flat, g.start_state, np.ones(g.n_states, np.int8))[0] == token_slices.MORE

@@ -24,6 +24,7 @@ import json
 import mmap
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -137,7 +138,35 @@ def save_index(cache_dir: str | os.PathLike, fingerprint: str, vocab_size: int, 
         kept.append({"name": sl.name, "count": sl.count, "rest": "out" if shared_rest else "own",
                      "loop": sl.loop_trie is not None})
     meta = {"vocab_size": vocab_size, "slices": kept if slices is not None else None}
-    save(path_for(cache_dir, fingerprint), meta, arrays)
+    path = path_for(cache_dir, fingerprint)
+    save(path, meta, arrays)
+    remove_stale(path)
+
+
+#: A file of another layout (another leapgen version) left this long unwritten is removed (seconds).
+STALE_AFTER_S = 24 * 3600
+
+
+def remove_stale(path: Path) -> None:
+    """Remove, beside ``path`` (just written), the same vocabulary's indexes of other layouts (an
+    earlier leapgen's: ~90 MB each for Llama-3, never read again) and unfinished writes, where
+    written more than :data:`STALE_AFTER_S` ago; a version still in use writes its own again (and
+    at most once a day). Failures are ignored."""
+    vocabulary = path.name.split("-", 1)[0]
+    try:
+        folder = list(path.parent.iterdir())
+    except OSError:
+        return
+    for other in folder:
+        name = other.name
+        ours = name.startswith(vocabulary + "-") and name.endswith((".idx", ".npz"))
+        if other == path or not (ours or name.startswith(".tmp-")):
+            continue
+        try:
+            if time.time() - other.stat().st_mtime > STALE_AFTER_S:
+                other.unlink()
+        except OSError:
+            pass
 
 
 def load_index(cache_dir: str | os.PathLike, fingerprint: str, vocab_size: int,
