@@ -199,3 +199,33 @@ def test_context_free_schemas_write_lengths_out(compilers):
     g = counted.compile_json_schema(schema, any_whitespace=False)
     h = plain.compile_json_schema(schema, any_whitespace=False)
     assert type(g) is type(h) and not g.is_regular and g.n_states == h.n_states
+
+
+@pytest.mark.parametrize("schema", [{"type": "string", "minLength": 36, "maxLength": 36},
+                                    {"type": "string", "pattern": "^[0-9a-f-]*$", "maxLength": 40},
+                                    {"type": "string", "maxLength": 60}])
+def test_rows_near_max_walked_over_the_trie_equal_the_token_walk(grammar_compiler, schema, monkeypatch):
+    """Near ``hi`` most tokens are longer than the room left: the row is walked over the vocabulary's
+    trie there (the prefixes alive) instead of token by token. Both walks give every row of every
+    count, with the room from 0 to 40 characters and characters of 1 to 3 bytes."""
+    compiled = grammar_compiler("llama3").compile_json_schema(schema, any_whitespace=False)
+    assert isinstance(compiled, CountedGrammar)
+    hi = max(compiled._hi)
+    texts = ['"' + "a" * n for n in range(hi + 1)] + ['"' + "é" * n for n in range(0, hi + 1, 7)]
+    texts += ['"' + "日" * n for n in range(0, hi + 1, 5)]
+    states = {compiled.walk(compiled.start_state, t.encode()) for t in texts} - {None}
+    assert len(states) > hi // 2
+    trie_walks = 0
+    compiler = grammar_compiler("llama3")
+    for state in states:
+        rows = {}
+        for trie in (True, False):
+            monkeypatch.setattr(CountedGrammar, "_trie_walk_pays", lambda self, q, c, tokens, trie=trie: trie)
+            fresh = compiler.bind(compiled.stored_automaton, kind=compiled.kind)  # no row cached yet
+            rows[trie] = fresh.bitmask_row(state)[0]
+        monkeypatch.undo()
+        assert np.array_equal(rows[True], rows[False]), state
+        q, c = state
+        n_long = compiled._candidates(q, c)[0]
+        trie_walks += bool(n_long) and compiled._trie_walk_pays(q, c, n_long)
+    assert trie_walks >= 4  # the rooms of a few characters take the trie

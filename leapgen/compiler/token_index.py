@@ -25,7 +25,7 @@ from leapgen.automata.jit import HAVE_NUMBA
 from leapgen.compiler import index_cache, pda_kernels, trie_kernels
 from leapgen.compiler.compact_rows import (CompactRows, compact_words, index_type, narrow_byte, narrow_row,
                                            single_byte_rows)
-from leapgen.compiler.counted_kernels import count_bytes_in, refuse_counted
+from leapgen.compiler.counted_kernels import count_bytes_in, counted_trie_allowed, refuse_counted
 from leapgen.compiler.shared_rows import SharedRows
 from leapgen.compiler.token_slices import (JSON_CONTENT_CLASSES, LOOP, MAX_SLICE_CHARS, UNBOUNDED, TokenSlice, build_slice,
                                            build_slices, first_slice, new_memo, pack_char_dfas, slice_leaves)
@@ -223,6 +223,7 @@ class TokenIndex:
         words.flags.writeable = candidates.flags.writeable = False  # a cached row and a cached set, as there
         refuse_counted(words, 0, candidates, self.empty_words(), loop, one, one, one, np.zeros(1, np.int64),
                        np.zeros(1, np.int64), 0, 0, *self.token_rows())
+        self.counted_row(words, (loop, one, one, one, np.zeros(1, np.int64), np.zeros(1, np.int64)), 0, 0)
         mat, lens, _, _ = self.token_rows()
         count_bytes_in(mat[:1], lens[:1], np.zeros(256, np.bool_))  # the token sets' kernel, on one row
         self._pushdown_warm = False
@@ -401,6 +402,29 @@ class TokenIndex:
             mat, lens, _, _ = self.token_rows()
             return self._bitset_of_rows(count_bytes_in(mat, lens, np.ascontiguousarray(byte_set, np.bool_)) >= count)
         return self.token_set(("holding", np.packbits(byte_set).tobytes(), int(count)), make)
+
+    def counted_row(self, words: np.ndarray, kernel_args: tuple, q: int, c: int) -> np.ndarray:
+        """The tokens of ``words`` (uint32 bitset, not mutated) that a counted DFA takes from its state
+        ``(q, c)``, walked over the vocabulary's trie (:func:`~leapgen.compiler.counted_kernels.counted_trie_allowed`);
+        the tokens without bytes (special, stop) as ``words`` has them. ``kernel_args``: the
+        :class:`~leapgen.automata.counted.CountedDfa`'s ``(byte_trans, item_to, end_to,
+        boundary_region, lo, hi)``. Returns a fresh bitset (trie kernels only)."""
+        allowed = self.empty_words()
+        t = self._trie
+        counted_trie_allowed(allowed, *kernel_args, q, c, self.max_token_bytes + 1, t[4], t[5], t[6], t[8], t[9],
+                             t[10], self._row_ids)
+        without_bytes = self.token_set(("without bytes",), lambda: ~self._bitset_of_rows(
+            np.ones(len(self.token_rows()[1]), np.bool_)))
+        return words & (allowed | without_bytes)
+
+    def trie_nodes_within(self, depth: int) -> int:
+        """How many nodes of the vocabulary's trie are ``depth`` bytes deep or less (its root included)."""
+        nodes = self._trie_nodes_by_depth
+        return int(nodes[min(max(depth, 0), len(nodes) - 1)])
+
+    @functools.cached_property
+    def _trie_nodes_by_depth(self) -> np.ndarray:
+        return np.cumsum(np.bincount(self._trie[9]))
 
     @functools.cached_property
     def max_token_bytes(self) -> int:
