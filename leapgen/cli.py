@@ -122,6 +122,10 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     srv.add_argument("--api-key", metavar="KEY", default=None,
                      help="require 'Authorization: Bearer KEY' on every route but /health (default: "
                           "$LEAPGEN_API_KEY if set, else no authentication)")
+    srv.add_argument("--timeout-keep-alive", type=int, default=75, metavar="SECONDS",
+                     help="how long an idle HTTP connection stays open (uvicorn's, vLLM's and SGLang's default is 5 "
+                          "s, the time httpx and the openai SDK pool one: a request sent as the server closes it "
+                          "fails)")
     srv.add_argument("--max-running", type=int, default=16, metavar="N", help="most requests decoding together")
     srv.add_argument("--max-queued-requests", type=int, default=256, metavar="N",
                      help="most requests waiting to run (tokenizing, compiling or waiting for a slot); past it a "
@@ -327,6 +331,8 @@ def _serve_usage_error(args: argparse.Namespace) -> str | None:
                 f"({args.grammar_cache_mb:g}): such a grammar could never be kept")
     if args.max_model_len is not None and args.max_model_len < 2:
         return f"--max-model-len must be >= 2, got {args.max_model_len}"
+    if args.timeout_keep_alive < 1:
+        return f"--timeout-keep-alive must be >= 1, got {args.timeout_keep_alive}"
     if not 0 <= args.port <= 65535:
         return f"--port must be in [0, 65535], got {args.port}"
     if args.threads is not None and args.threads < 1:
@@ -373,7 +379,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
               max_model_len=args.max_model_len, grammar_cache_bytes=int(args.grammar_cache_mb * mib),
               max_grammar_bytes=int(args.max_grammar_mb * mib), grammar_cache_dir=args.grammar_cache_dir,
               grammar_disk_cache_bytes=int(args.grammar_disk_cache_mb * mib),
-              tool_call_format=args.tool_call_format, reasoning_parser=args.reasoning_parser)
+              tool_call_format=args.tool_call_format, reasoning_parser=args.reasoning_parser,
+              timeout_keep_alive=args.timeout_keep_alive)
     except ModelLoadError as exc:
         return _error(str(exc), EXIT_FAILURE)
     except ValueError as exc:  # --max-model-len past the model's context

@@ -36,6 +36,13 @@ from leapgen.server.serving_completions import create_completion
 from leapgen.server.serving_generate import create_generate, model_info
 from leapgen.server.serving_responses import create_response
 
+#: Seconds an idle connection stays open (``leapgen serve --timeout-keep-alive``). uvicorn's default,
+#: and vLLM's and SGLang's, is 5 s, the time httpx (so the ``openai`` SDK) keeps an idle connection in
+#: its pool: a request sent as the server closes that connection fails with "Server disconnected
+#: without sending a response" (a known race: vLLM #18472, kserve #5446). The server keeps them longer
+#: than common clients' pools (httpx 5 s, aiohttp 15 s; nginx's own default is 75 s).
+KEEP_ALIVE_S = 75
+
 logger = logging.getLogger("leapgen.server")
 
 
@@ -262,7 +269,7 @@ def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, 
           num_threads: int | None = None, grammar_backend: str = "leapgen", prefill_dtype: str = "auto",
           tool_call_format: str | None = None, reasoning_parser: str | None = None,
           served_model_name: str | None = None, limits: ServeLimits | None = None, log_requests: bool = True,
-          log_level: str = "info", **engine_options: Any) -> None:
+          log_level: str = "info", timeout_keep_alive: int = KEEP_ALIVE_S, **engine_options: Any) -> None:
     """Load the model and serve until interrupted (blocks).
 
     Parameters are :class:`~leapgen.engine.LLM`'s (``grammar_backend``: the
@@ -272,8 +279,9 @@ def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, 
     address, ``warmup_dir`` (see :func:`warmup`), ``served_model_name`` (the
     id ``/v1/models`` lists; default: ``model``), ``limits`` (see
     :class:`ServeLimits`; the queue bound is the engine's), ``log_requests``
-    (one line per finished request, and uvicorn's access log) and
-    ``log_level`` (uvicorn's).
+    (one line per finished request, and uvicorn's access log),
+    ``log_level`` (uvicorn's) and ``timeout_keep_alive`` (seconds an idle
+    connection stays open; see :data:`KEEP_ALIVE_S`).
 
     SIGINT and SIGTERM stop the server cleanly, during the model load too:
     the compile worker is stopped and the temporary grammar disk cache removed.
@@ -319,7 +327,8 @@ def serve(*, model: str = "default", host: str = "127.0.0.1", port: int = 8000, 
                                        max_queued=limits.max_queued_requests))
         app = create_app(engine, model_name=name, limits=limits)
         try:
-            uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=log_requests)
+            uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=log_requests,
+                        timeout_keep_alive=timeout_keep_alive)
         finally:
             engine.stop()
     finally:

@@ -131,7 +131,8 @@ def test_serve_help_shows_every_default(capsys):
     for flag, default in [("--host", "127.0.0.1"), ("--port", "8000"), ("--max-running", "16"),
                           ("--kv-token-budget", "65536"), ("--grammar-cache-mb", "512"),
                           ("--max-request-bytes", "8388608"), ("--max-queued-requests", "256"),
-                          ("--log-level", "info"), ("--max-grammar-mb", "256"), ("--grammar-disk-cache-mb", "1024")]:
+                          ("--log-level", "info"), ("--max-grammar-mb", "256"),
+                          ("--grammar-disk-cache-mb", "1024"), ("--timeout-keep-alive", "75")]:
         assert re.search(re.escape(flag) + rf" {SAME_OPTION}\(default: " + re.escape(default) + r"\)", text), flag
     for flag in ("--api-key", "--max-model-len", "--served-model-name", "--grammar-cache-dir", "--threads"):
         assert re.search(re.escape(flag) + rf" {SAME_OPTION}default: ", text.replace("--model value", "model value")), flag
@@ -142,6 +143,8 @@ def test_serve_limit_flags_are_checked_before_loading(capsys):
     assert "--max-grammar-mb" in capsys.readouterr().err
     assert main(["serve", "--max-queued-requests", "0"]) == EXIT_USAGE
     assert main(["serve", "--api-key", " "]) == EXIT_USAGE
+    assert main(["serve", "--timeout-keep-alive", "0"]) == EXIT_USAGE
+    assert "--timeout-keep-alive" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag, env, expected", [([], "from-env", "from-env"), (["--api-key", "k"], "from-env", "k"),
@@ -157,6 +160,7 @@ def test_serve_takes_the_api_key_from_the_flag_or_leapgen_api_key(monkeypatch, f
     monkeypatch.setenv("LEAPGEN_API_KEY", env)
     assert main(["serve", *flag]) == EXIT_OK
     assert seen["limits"].api_key == expected
+    assert seen["timeout_keep_alive"] == leapgen.server.app.KEEP_ALIVE_S  # longer than the openai SDK's pool
 
 
 def test_the_console_script_ends_generate_at_once_with_its_output_flushed():
