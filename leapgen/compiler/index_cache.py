@@ -10,7 +10,7 @@ miss, never a wrong mask), written by atomic rename: a magic, a JSON header
 (the metadata; each array's dtype, shape and offset), then the arrays at
 64-byte offsets. It is read by a private copy-on-write memory map
 (``mmap.ACCESS_COPY``): no array is read before it is used, so a process pays
-for the slices its grammars need (Llama-3's index is ~96 MB, most of it the
+for the slices its grammars need (Llama-3's index is ~90 MB, most of it the
 small slices' tries), and the arrays are plain, aligned, writable numpy arrays
 (one numba signature, as built). A file whose header does not parse, or whose
 size is not the header's, is a miss; the arrays carry no checksum (as ``.npy``
@@ -105,7 +105,7 @@ def save(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(_MAGIC + len(header).to_bytes(8, "little") + header)
-                for (name, _, _, at), a in zip(table, arrays.values()):
+                for (_, _, _, at), a in zip(table, arrays.values()):
                     f.write(b"\0" * (at - f.tell()))
                     f.write(a.tobytes())
                 f.write(b"\0" * (start + offset - f.tell()))
