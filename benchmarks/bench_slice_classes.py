@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import sys
 import tempfile
@@ -33,50 +34,50 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
 
 
-def build_indexes(info, without: list[str]) -> dict:
-    """``{"all": TokenIndex, "without": TokenIndex}``; raises ValueError for an unknown class name."""
+@contextlib.contextmanager
+def classes_without(names: list[str]):
+    """``SLICE_CHAR_CLASSES`` without ``names`` inside the block, restored after; raises ValueError for an
+    unknown class name."""
     import leapgen.compiler.token_slices as token_slices
-    from leapgen.compiler.token_index import TokenIndex
 
     classes = dict(token_slices.SLICE_CHAR_CLASSES)
-    unknown = sorted(set(without) - set(classes))
+    unknown = sorted(set(names) - set(classes))
     if unknown:
         raise ValueError(f"--without: no slice class {unknown}; the classes are {sorted(classes)}")
-    indexes = {"all": TokenIndex(info)}
     try:
-        for name in without:
+        for name in names:
             del token_slices.SLICE_CHAR_CLASSES[name]
-        indexes["without"] = TokenIndex(info)
+        yield
     finally:
         token_slices.SLICE_CHAR_CLASSES.clear()
         token_slices.SLICE_CHAR_CLASSES.update(classes)
+
+
+def build_indexes(info, without: list[str]) -> dict:
+    """``{"all": TokenIndex, "without": TokenIndex}`` of the vocabulary ``info``."""
+    from leapgen.compiler.token_index import TokenIndex
+
+    indexes = {"all": TokenIndex(info)}
+    with classes_without(without):
+        indexes["without"] = TokenIndex(info)
     return indexes
 
 
 def disk_figures(info, without: list[str]) -> dict:
     """Build + save, load (ms) and size (MB) of each index in a temporary cache folder."""
-    import leapgen.compiler.token_slices as token_slices
     from leapgen.compiler.token_index import TokenIndex
 
-    classes = dict(token_slices.SLICE_CHAR_CLASSES)
     out = {}
-    try:
-        for mode in ("all", "without"):
-            if mode == "without":
-                for name in without:
-                    del token_slices.SLICE_CHAR_CLASSES[name]
-            with tempfile.TemporaryDirectory() as folder:
-                t = time.perf_counter()
-                TokenIndex(info, cache_dir=folder)
-                built = time.perf_counter() - t
-                t = time.perf_counter()
-                TokenIndex(info, cache_dir=folder)
-                loaded = time.perf_counter() - t
-                size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
-            out[mode] = (built * 1e3, loaded * 1e3, size / 1e6)
-    finally:
-        token_slices.SLICE_CHAR_CLASSES.clear()
-        token_slices.SLICE_CHAR_CLASSES.update(classes)
+    for mode in ("all", "without"):
+        with classes_without(without if mode == "without" else []), tempfile.TemporaryDirectory() as folder:
+            t = time.perf_counter()
+            TokenIndex(info, cache_dir=folder)
+            built = time.perf_counter() - t
+            t = time.perf_counter()
+            TokenIndex(info, cache_dir=folder)
+            loaded = time.perf_counter() - t
+            size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+        out[mode] = (built * 1e3, loaded * 1e3, size / 1e6)
     return out
 
 

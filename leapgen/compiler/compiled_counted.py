@@ -33,6 +33,9 @@ from leapgen.compiler.compiled import CompiledGrammar
 from leapgen.compiler.counted_kernels import refuse_counted
 
 State = tuple  # (dfa state, count)
+#: A trie node walked costs about this many bytes of the token-by-token walk (18.7 against 6.1 ns and
+#: 23.8 against 5.4 ns, a UUID's rows 6 and 3 characters from ``hi``, Llama-3, tune half).
+TRIE_NODE_COST = 3
 _NO_TOKENS = np.zeros(0, np.int32)
 _NO_TOKENS.flags.writeable = False
 
@@ -140,9 +143,11 @@ class CountedGrammar(CompiledGrammar):
     def _trie_walk_pays(self, q: int, c: int, tokens: int) -> bool:
         """Whether the row of ``(q, c)`` costs less walked over the vocabulary's trie than token by
         token: near ``hi`` a refused token is walked ``room + 1`` items before it is refused, where
-        the trie walk reads the prefixes alive, about the trie's nodes of ``room + 1`` bytes or fewer."""
+        the trie walk reads the prefixes alive, about the trie's nodes of ``room + 1`` bytes or fewer,
+        each :data:`TRIE_NODE_COST` bytes' worth of the token walk."""
         room = int(self._hi[self._region_of[q]]) - c
-        return self.token_index.use_trie and self.token_index.trie_nodes_within(room + 1) < tokens * (room + 1)
+        nodes = self.token_index.trie_nodes_within(room + 1)
+        return self.token_index.use_trie and nodes * TRIE_NODE_COST < tokens * (room + 1)
 
     def write_row(self, state: State, out: np.ndarray) -> bool:
         row, need_apply = self.bitmask_row(state)
