@@ -229,3 +229,24 @@ def test_rows_near_max_walked_over_the_trie_equal_the_token_walk(grammar_compile
         n_long = compiled._candidates(q, c)[0]
         trie_walks += bool(n_long) and compiled._trie_walk_pays(q, c, n_long)
     assert trie_walks >= 4  # the rooms of a few characters take the trie
+
+
+def test_rows_near_max_without_the_trie_kernels(grammar_compiler):
+    """Without numba the index has no trie: a row near ``hi`` is walked token by token, and equals the
+    one the trie walk gives."""
+    from leapgen.compiler.token_index import TokenIndex
+
+    info = grammar_compiler("gpt2").tokenizer_info
+    schema = {"type": "string", "minLength": 36, "maxLength": 36}
+    plain = GrammarCompiler(info, token_index=TokenIndex(info, use_trie=False), warm_up=False)
+    fast = grammar_compiler("gpt2")
+    for n in (30, 33, 35, 36):
+        got = [_bits_after(c.compile_json_schema(schema, any_whitespace=False), '"' + "a" * n, info.vocab_size)
+               for c in (plain, fast)]
+        assert np.array_equal(got[0], got[1]), n
+
+
+def _bits_after(compiled, text: str, vocab_size: int) -> np.ndarray:
+    m = GrammarMatcher(compiled)
+    assert m.accept_string(text)
+    return _bits(m, vocab_size)

@@ -120,24 +120,23 @@ class CountedGrammar(CompiledGrammar):
             return got
         self.mask_cache_misses += 1
         q, c = state
-        got = base = self._flat_entry(q)
+        got = self._flat_entry(q)
+        words = got[0].view(np.uint32)
         n_long, candidates = self._candidates(q, c)
+        kept = None
         if n_long and self._trie_walk_pays(q, c, n_long + len(candidates)):
-            words = base[0].view(np.uint32)
             kept = self.token_index.counted_row(words, self._kernel_args, q, c)
-            if not np.array_equal(kept, words):
-                row = kept.view(np.int32)
-                row.flags.writeable = False
-                got = (row, not self.token_index.allows_everything(kept))
+            if np.array_equal(kept, words):
+                kept = None
         elif n_long or len(candidates):
             refused = self.token_index.empty_words()
-            words = base[0].view(np.uint32)
             if refuse_counted(words, n_long, candidates, refused, *self._kernel_args, q, c,
                               *self.token_index.token_rows()):
-                words = words & ~refused
-                row = words.view(np.int32)
-                row.flags.writeable = False
-                got = (row, not self.token_index.allows_everything(words))
+                kept = words & ~refused
+        if kept is not None:  # some token refused: a row of the key's own
+            row = kept.view(np.int32)
+            row.flags.writeable = False
+            got = (row, not self.token_index.allows_everything(kept))
         return self._keep_row(key, got)
 
     def _trie_walk_pays(self, q: int, c: int, tokens: int) -> bool:
@@ -145,9 +144,10 @@ class CountedGrammar(CompiledGrammar):
         token: near ``hi`` a refused token is walked ``room + 1`` items before it is refused, where
         the trie walk reads the prefixes alive, about the trie's nodes of ``room + 1`` bytes or fewer,
         each :data:`TRIE_NODE_COST` bytes' worth of the token walk."""
+        if not self.token_index.use_trie:  # no trie without numba
+            return False
         room = int(self._hi[self._region_of[q]]) - c
-        nodes = self.token_index.trie_nodes_within(room + 1)
-        return self.token_index.use_trie and nodes * TRIE_NODE_COST < tokens * (room + 1)
+        return self.token_index.trie_nodes_within(room + 1) * TRIE_NODE_COST < tokens * (room + 1)
 
     def write_row(self, state: State, out: np.ndarray) -> bool:
         row, need_apply = self.bitmask_row(state)

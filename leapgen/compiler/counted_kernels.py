@@ -107,8 +107,9 @@ def counted_trie_allowed(allowed, byte_trans, item_to, end_to, boundary_region, 
     region's ``hi`` few prefixes are (the tokens longer than the room, most of the vocabulary there,
     are not walked one by one as :func:`refuse_counted` walks them). ``depth``: more than the trie's
     deepest node's depth; ``row_ids``: the token id of each trie row. Returns how many tokens it set.
-    Each step is :func:`_refused`'s, written out again (a shared helper returning the pair made both
-    walks ~10x slower)."""
+    Each step is :func:`_refused`'s, written out again: an inlined helper returning the pair
+    ``(state, count)`` made the token walk 8-12x slower (20.8 ms against 2.0 for 123k tokens taking it
+    at every byte, 14.7 ms taking it at a boundary only)."""
     qs = np.empty(depth, np.int64)
     cs = np.empty(depth, np.int64)
     qs[0] = q0

@@ -223,7 +223,8 @@ class TokenIndex:
         words.flags.writeable = candidates.flags.writeable = False  # a cached row and a cached set, as there
         refuse_counted(words, 0, candidates, self.empty_words(), loop, one, one, one, np.zeros(1, np.int64),
                        np.zeros(1, np.int64), 0, 0, *self.token_rows())
-        self.counted_row(words, (loop, one, one, one, np.zeros(1, np.int64), np.zeros(1, np.int64)), 0, 0)
+        dead = np.full(256, -1, np.int32)  # near a count's hi: the trie walk, every first byte refused (~0.05 ms)
+        self.counted_row(words, (dead, one, one, one, np.zeros(1, np.int64), np.zeros(1, np.int64)), 0, 0)
         mat, lens, _, _ = self.token_rows()
         count_bytes_in(mat[:1], lens[:1], np.zeros(256, np.bool_))  # the token sets' kernel, on one row
         self._pushdown_warm = False
