@@ -268,6 +268,43 @@ def test_derivative_matcher():
     assert is_empty(ir.diff(parse_regex("[ab]"), parse_regex("a|b"))) is True
 
 
+@pytest.mark.parametrize("pattern", ["^(a?b|c*)d?$", "^x{0,2}(é|ab)*$", "(?:\\S+\\s){0,2}z", "^[^a-f]+|q$", "^$"])
+def test_first_code_points_hold_every_live_derivative(pattern):
+    """``first_ranges`` (the classes the derivative walks skip) holds every code point whose
+    derivative is not empty, at the node and at its derivatives, and is sorted and disjoint."""
+    from leapgen.grammar.json.match import derive, first_ranges
+
+    node = parse_regex(pattern, search=pattern[0] != "^")
+    memo, fmemo, todo, seen = {}, {}, [node], {node}
+    probes = [0x20, 0x61, 0x62, 0x63, 0x64, 0x66, 0x67, 0x71, 0x78, 0x7A, 0xE9, 0x0A, 0x4E2D]
+    while todo and len(seen) < 60:
+        n = todo.pop()
+        first = first_ranges(n, fmemo)
+        assert list(first) == sorted(first) and all(b < c for (_, b), (c, _) in zip(first, first[1:]))
+        for cp in probes:
+            d = derive(n, cp, memo)
+            if d != ir.NOTHING:
+                assert any(lo <= cp <= hi for lo, hi in first), (pattern, n, chr(cp))
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+
+
+def test_finite_key_languages_are_listed_in_order():
+    """A property-name region's finite language (the names ``propertyNames`` allows): every name, in
+    code-point order, quotes included; an infinite or too large one is None."""
+    from leapgen.grammar.json.match import finite_language
+    from leapgen.grammar.json.strings import CHAR_ANY, quoted
+
+    any_key = quoted(ir.star(CHAR_ANY))
+    names = ["beta", "alpha", "alp", "é", "a/b"]
+    listed = ir.alt(*(ir.lit(json.dumps(n, ensure_ascii=False)) for n in names))
+    got = finite_language(ir.intersect(any_key, listed), 64)
+    assert got == sorted(json.dumps(n, ensure_ascii=False) for n in names)
+    assert finite_language(ir.intersect(any_key, listed), 4) is None
+    assert finite_language(any_key, 64) is None
+
+
 def test_contains_with_counts():
     check({"type": "array", "contains": {"type": "integer"}}, accept=['[1]', '["a",1,"b"]', '[1,2]'],
           reject=['[]', '["a"]'])

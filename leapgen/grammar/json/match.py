@@ -15,6 +15,8 @@ Brzozowski, "Derivatives of regular expressions", JACM 11(4), 1964.
 
 from __future__ import annotations
 
+import bisect
+
 from .. import ir
 from ..ir import Node
 
@@ -54,6 +56,75 @@ def nullable(node: Node, memo: dict | None = None) -> bool:
 
 def _in(ranges, cp: int) -> bool:
     return any(lo <= cp <= hi for lo, hi in ranges)
+
+
+def first_ranges(node: Node, memo: dict) -> tuple[tuple[int, int], ...]:
+    """The code points a string of ``node`` may start with, as sorted inclusive ranges: a superset
+    (exact but for an intersection's or a difference's operands, whose first code points are
+    intersected / the left one's). :func:`derive` by a code point outside them is ``NOTHING``, so
+    the walks below skip those classes (a walk through a property-name trie derived every class
+    at every prefix). Memoized in ``memo`` (mutated).
+
+    Raises
+    ------
+    Unsupported
+        Where :func:`derive` raises (see the module docstring).
+    """
+    hit = memo.get(node)
+    if hit is not None:
+        return hit
+    nmemo = memo.setdefault("nullable", {})
+    if isinstance(node, ir.Counted):
+        out = first_ranges(node.item, memo) if node.hi != 0 else ()
+    elif isinstance(node, ir.Bytes):
+        try:
+            text = node.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Unsupported("a literal holds a partial UTF-8 character") from exc
+        out = ((ord(text[0]), ord(text[0])),) if text else ()
+    elif isinstance(node, ir.ByteSet):
+        if any(hi >= 0x80 for _, hi in node.ranges):
+            raise Unsupported("a byte set holds non-ASCII bytes")
+        out = tuple(node.ranges)
+    elif isinstance(node, ir.CharSet):
+        out = tuple(node.ranges)
+    elif isinstance(node, ir.Seq):
+        parts = []
+        for item in node.items:
+            parts.extend(first_ranges(item, memo))
+            if not nullable(item, nmemo):
+                break
+        out = ir.normalize_ranges(parts, ir.MAX_UNICODE)
+    elif isinstance(node, ir.Alt):
+        out = ir.normalize_ranges([r for i in node.items for r in first_ranges(i, memo)], ir.MAX_UNICODE)
+    elif isinstance(node, ir.Repeat):
+        out = first_ranges(node.item, memo) if node.hi != 0 else ()
+    elif isinstance(node, ir.Join):
+        out = first_ranges(node.item, memo)
+        if nullable(node.item, nmemo):
+            out = ir.normalize_ranges(out + first_ranges(node.sep, memo), ir.MAX_UNICODE)
+    elif isinstance(node, ir.Intersect):
+        out = first_ranges(node.items[0], memo)
+        for item in node.items[1:]:
+            other = first_ranges(item, memo)
+            out = tuple((max(a, c), min(b, d)) for a, b in out for c, d in other if max(a, c) <= min(b, d))
+    elif isinstance(node, ir.Diff):
+        out = first_ranges(node.left, memo)
+    elif isinstance(node, ir.Embed):
+        out = first_ranges(node.item, memo)
+    else:
+        raise Unsupported(f"cannot match {type(node).__name__} at compile time")
+    memo[node] = out
+    return out
+
+
+def _live(first: tuple[tuple[int, int], ...], los: list[int]) -> list[int]:
+    """The indexes ``i`` of the sorted class starts ``los`` whose class may meet ``first`` (from
+    :func:`first_ranges`): each class is one side of every bound in the node, so its start decides."""
+    out: list[int] = []
+    for a, b in first:
+        out.extend(range(max(bisect.bisect_right(los, a) - 1, 0), bisect.bisect_right(los, b)))
+    return out
 
 
 def derive(node: Node, cp: int, memo: dict) -> Node:
@@ -156,17 +227,18 @@ def is_empty(node: Node, limit: int = 2000) -> bool | None:
         _boundaries(node, cuts, set())
         bounds = sorted(c for c in cuts if 0 <= c <= ir.MAX_UNICODE + 1)
         reps = [lo for lo, hi in zip(bounds, bounds[1:]) if not 0xD800 <= lo <= 0xDFFF]
-        reps += [0xE000] if 0xE000 not in reps else []
+        reps = sorted(set(reps) | {0xE000})
         memo: dict = {}
         nmemo = memo.setdefault("nullable", {})
+        fmemo: dict = {"nullable": nmemo}
         seen = {node}
         todo = [node]
         while todo:
             n = todo.pop()
             if nullable(n, nmemo):
                 return False
-            for cp in reps:
-                d = derive(n, cp, memo)
+            for i in _live(first_ranges(n, fmemo), reps):
+                d = derive(n, reps[i], memo)
                 if d != ir.NOTHING and d not in seen:
                     if len(seen) >= limit:
                         return None
@@ -195,8 +267,10 @@ def finite_language(node: Node, limit: int, max_states: int = 20_000) -> list[st
         return None
     bounds = sorted(c for c in cuts if 0 <= c <= ir.MAX_UNICODE + 1)
     classes = [(lo, hi - 1) for lo, hi in zip(bounds, bounds[1:]) if not 0xD800 <= lo <= 0xDFFF]
+    los = [lo for lo, _ in classes]
     memo: dict = {}
     nmemo = memo.setdefault("nullable", {})
+    fmemo: dict = {"nullable": nmemo}
     out: list[str] = []
     budget = [max_states]
 
@@ -208,7 +282,8 @@ def finite_language(node: Node, limit: int, max_states: int = 20_000) -> list[st
             out.append(prefix)
             if len(out) > limit:
                 raise _TooMany
-        for lo, hi in classes:
+        for i in _live(first_ranges(n, fmemo), los):
+            lo, hi = classes[i]
             d = derive(n, lo, memo)
             if d == ir.NOTHING:
                 continue

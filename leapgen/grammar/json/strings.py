@@ -25,6 +25,8 @@ exactly as ``json.dumps(value, ensure_ascii=False)`` writes them.
 
 from __future__ import annotations
 
+import functools
+
 from .. import ir
 from ..ir import Node
 from .literal_sets import digits_range
@@ -155,18 +157,22 @@ def _escapes(codes: list[int]) -> Node:
 
 def spell_any(text: str) -> Node:
     """Every JSON spelling of ``text`` (raw, short escapes, ``\\/``, ``\\uXXXX``)."""
-    items = []
-    for ch in text:
-        o = ord(ch)
-        alts = [_u_escape_ranges([(o, o)])]
-        if o in SHORT_ESCAPES:
-            alts.append(ir.lit(SHORT_ESCAPES[o]))
-        elif o >= 0x20:
-            alts.append(ir.lit(ch))
-        if ch == "/":
-            alts.append(ir.lit("\\/"))
-        items.append(ir.alt(*alts))
-    return ir.seq(*items)
+    return ir.seq(*map(_spell_char, text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _spell_char(ch: str) -> Node:
+    """Every JSON spelling of the one character ``ch``, kept: a schema's property names spell the same
+    few dozen characters thousands of times (its ``additionalProperties: false`` keys' complement)."""
+    o = ord(ch)
+    alts = [_u_escape_ranges([(o, o)])]
+    if o in SHORT_ESCAPES:
+        alts.append(ir.lit(SHORT_ESCAPES[o]))
+    elif o >= 0x20:
+        alts.append(ir.lit(ch))
+    if ch == "/":
+        alts.append(ir.lit("\\/"))
+    return ir.alt(*alts)
 
 
 class PatternEncodeError(ValueError):
