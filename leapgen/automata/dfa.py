@@ -82,6 +82,10 @@ def compile_dfa(node: ir.Node, *, max_states: int = DEFAULT_MAX_STATES, rule_ids
         return right_quotient(compile_dfa(node.left, max_states=max_states), node.suffix)
     if isinstance(node, ir.Embed) and rule_ids is None:
         return compile_dfa(node.item, max_states=max_states)
+    if rule_ids is not None and not ir.contains_ruleref(node):
+        # a rule calling no rule (a string with its lengths written out, ~5,000 states at maxLength 255):
+        # its bytes-only automaton, from the cache that other grammars' equal rules filled, widened
+        return _with_call_columns(compile_dfa(node, max_states=max_states), len(rule_ids))
     if rule_ids is None:
         with _SUB_DFA_LOCK:
             got = _SUB_DFA_CACHE.get((node, max_states))
@@ -151,6 +155,15 @@ def right_quotient(dfa: Dfa, suffix: bytes) -> Dfa:
     accepting = np.zeros(dfa.n_states, bool)
     accepting[q >= 0] = dfa.accepting[q[q >= 0]]
     return minimize(Dfa(dfa.trans, accepting, dfa.start))
+
+
+def _with_call_columns(dfa: Dfa, n_rules: int) -> Dfa:
+    """``dfa`` (256 columns) with ``n_rules`` call columns, all dead: a rule body's automaton. Pure."""
+    if dfa.is_empty:
+        return dfa
+    trans = np.full((dfa.n_states, 256 + n_rules), -1, np.int32)
+    trans[:, :256] = dfa.trans
+    return Dfa(trans, dfa.accepting, dfa.start)
 
 
 def _keep_sub_dfa(key: tuple, dfa: Dfa) -> None:

@@ -31,6 +31,7 @@ arrays hold every rule over global state ids for them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -53,6 +54,46 @@ MAX_CONFIG_STACKS = 20_000
 
 #: A configuration: the sorted ids (:class:`StackStore`) of its stacks.
 Config = tuple
+
+
+class RuleDfas(Sequence):
+    """A built automaton's rule DFAs (:attr:`Pda.dfas`), each rebuilt when asked for from the global
+    tables: the byte transitions of :attr:`Pda.trans_flat` less the rule's base, the call columns
+    from the packed call edges. Kept as compiled, the rule tables held every byte transition a
+    second time (Llama-era grammars of 50,000 states: ~50 MB each); only serialization, rule
+    budgets and structural tags read them after the build. Immutable; each item is a new
+    :class:`Dfa` (int32 ``(n, 256 + n_rules)``).
+
+    Parameters
+    ----------
+    trans_flat, state_base, accepting_flat, starts
+        The :class:`Pda`'s arrays of the same names (``starts``: each rule's own start state).
+    calls : tuple of numpy.ndarray
+        ``(call_ptr, call_start, call_ret, rule_of)`` of the :class:`Pda`.
+    """
+
+    __slots__ = ("_trans", "_base", "_accepting", "_starts", "_calls")
+
+    def __init__(self, trans_flat, state_base, accepting_flat, starts, calls):
+        self._trans, self._base, self._accepting, self._starts, self._calls = (
+            trans_flat, state_base, accepting_flat, starts, calls)
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, r):
+        if isinstance(r, slice):
+            return [self[i] for i in range(*r.indices(len(self)))]
+        r = range(len(self))[r]  # IndexError out of range
+        lo, hi = int(self._base[r]), int(self._base[r + 1])
+        trans = np.full((hi - lo, 256 + len(self)), -1, np.int32)
+        glob = self._trans[lo * 256:hi * 256].reshape(hi - lo, 256)
+        np.subtract(glob, lo, out=trans[:, :256], where=glob >= 0)
+        call_ptr, call_start, call_ret, rule_of = self._calls
+        a, b = int(call_ptr[lo]), int(call_ptr[hi])
+        state = np.repeat(np.arange(hi - lo), np.diff(call_ptr[lo:hi + 1]))
+        trans[state, 256 + rule_of[call_start[a:b]]] = call_ret[a:b] - lo
+        return Dfa(trans, self._accepting[lo:hi], self._starts[r])
 
 
 class Expansion(NamedTuple):
@@ -199,6 +240,12 @@ class Pda:
         self.stacks = StackStore()
         self.start_config: Config = (self.stacks.push(base[0] + self.dfas[0].start, EMPTY),)
         self._pack_calls(edges, has_call, exit_g)
+        #: Each rule's start state (its own id), by rule.
+        self.starts: tuple[int, ...] = tuple(d.start for d in self.dfas)
+        # the rule tables are rebuilt from the global ones when asked for (see RuleDfas): kept, they held
+        # every byte transition a second time
+        self.dfas = RuleDfas(self.trans_flat, self.state_base, self.accepting_flat, self.starts,
+                             (self.call_ptr, self.call_start, self.call_ret, self.rule_of))
 
     def _call_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every call edge of the rules' automata: its rule, the rule's own state it leaves, the callee and

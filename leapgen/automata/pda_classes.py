@@ -110,7 +110,7 @@ class LookaheadClasses:
             pda = self.pda
             lo, hi = int(pda.state_base[rule]), int(pda.state_base[rule + 1])
             got = self._min_bytes[rule] = int(rule_min_bytes(pda.trans_flat, pda.accepting_flat, pda.call_ptr,
-                                                             pda.call_ret, lo, hi, lo + pda.dfas[rule].start,
+                                                             pda.call_ret, lo, hi, lo + pda.starts[rule],
                                                              self.budget))
         return got
 

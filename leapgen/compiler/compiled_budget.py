@@ -128,6 +128,9 @@ class BudgetedGrammar(CompiledGrammar):
         self.plain = ContextFreeGrammar(pda, tokenizer_info, token_index, **kwargs)
         self._max_tokens = [None if o is None else o.max_tokens for o in pda.options]
         self._max_chars = [None if o is None else o.max_chars for o in pda.options]
+        #: The automata of the rules with a character budget (the fast filter walks them; Pda.dfas rebuilds one
+        #: each time it is asked).
+        self._chars_dfas = {r: pda.dfas[r] for r, m in enumerate(self._max_chars) if m is not None}
         self._budgeted = [o is not None and o.has_budget for o in pda.options]
         self._base = pda.state_base.tolist()
         self.token_chars = np.array([sum((b & 0xC0) != 0x80 for b in t) for t in tokenizer_info.token_bytes],
@@ -183,7 +186,7 @@ class BudgetedGrammar(CompiledGrammar):
 
     @property
     def start_state(self) -> frozenset:
-        return frozenset((self._frame(0, self.pda.dfas[0].start, None, False),))
+        return frozenset((self._frame(0, self.pda.starts[0], None, False),))
 
     def _closing(self, s: BudgetStack, token_start: bool) -> bool:
         tokens, chars, _ = s.budget
@@ -244,7 +247,7 @@ class BudgetedGrammar(CompiledGrammar):
             if pda.has_bytes[r][q]:
                 frames.append(s)
             for callee, ret in pda.calls[r][q]:
-                start = pda.dfas[callee].start
+                start = pda.starts[callee]
                 if pda.is_exit[r][ret]:
                     work.append(self._frame(callee, start, s.parent, fresh))
                 elif s.depth < limit:
@@ -379,7 +382,7 @@ class BudgetedGrammar(CompiledGrammar):
         rest = [f for f in frames if f is not o]
         if any(node.budget is not None and node.occurrence == o.occurrence for f in rest for node in f.frames()):
             return False
-        dfa = pda.dfas[r]
+        dfa = self._chars_dfas[r]
         after = (() if o.parent is None or not dfa.accepting[o.state]
                  else self.plain.expansion(self.to_plain(frozenset((o.parent,))))[0])
         cont = self.to_plain(frozenset(rest))

@@ -111,7 +111,7 @@ class ContextFreeGrammar(CompiledGrammar):
         self._loops = LoopJumps()
         self._automaton = pda.walk_arrays
         self._automaton_bytes = sum(int(a.nbytes) for a in self._automaton if isinstance(a, np.ndarray))
-        self._find_token_literals([d.trans for d in pda.dfas])
+        self._find_token_literals([pda.trans_flat.reshape(-1, 256)])  # every rule's bytes, over global ids
 
     def use_slices(self, slices) -> None:
         super().use_slices(slices)
@@ -120,7 +120,7 @@ class ContextFreeGrammar(CompiledGrammar):
     @property
     def n_states(self) -> int:
         """Total DFA states over all rules."""
-        return sum(d.n_states for d in self.pda.dfas)
+        return int(self.pda.state_base[-1])
 
     @property
     def start_state(self) -> Config:

@@ -205,3 +205,68 @@ def test_rows_shared_with_the_frame_sorts_are_exact(grammar_compiler):
     assert shared >= 5
     for f in inner._frame_tokens.values():  # no stop bit leaked into a frame sort
         assert not inner.token_index.any_stop_bits(_whole(inner, f[CERTAIN]))
+
+
+def test_the_rule_automata_are_rebuilt_exactly_from_the_global_tables():
+    """``Pda.dfas`` is rebuilt from the global byte table and the call edges (the rule tables are not
+    kept): every rule's table, accepting flags and start equal the automata the grammar was built from."""
+    from leapgen.automata.dfa import compile_dfa
+    from leapgen.automata.pda import Pda, RuleDfas
+    from leapgen.grammar.ebnf import parse_ebnf
+
+    grammar = parse_ebnf(JSON_GBNF)
+    names = [grammar.root] + [n for n in grammar.rules if n != grammar.root]
+    ids = {n: i for i, n in enumerate(names)}
+    built = [compile_dfa(grammar.rules[n], max_states=10_000, rule_ids=ids) for n in names]
+    pda = Pda.from_rule_dfas(names, built)
+    assert isinstance(pda.dfas, RuleDfas) and len(pda.dfas) == len(built)
+    assert (pda.dfas[1:3][0].trans == pda.dfas[1].trans).all() and pda.dfas[-1].start == built[-1].start
+    for want, got in zip(built, pda.dfas):
+        assert got.trans.shape == want.trans.shape and got.start == want.start
+        assert (got.trans == want.trans).all() and (got.accepting == want.accepting).all()
+    assert any((d.trans[:, 256:] >= 0).any() for d in pda.dfas)  # the calls are there too
+    with pytest.raises(IndexError):
+        pda.dfas[len(built)]
+
+
+def _canonical(dfa) -> list:
+    """The DFA's states renumbered in breadth-first order from the start (equal for isomorphic DFAs)."""
+    order, seen = [dfa.start], {dfa.start: 0}
+    for q in order:
+        for t in dfa.trans[q].tolist():
+            if t >= 0 and t not in seen:
+                seen[t] = len(order)
+                order.append(t)
+    return [([seen.get(t, -1) if t >= 0 else -1 for t in dfa.trans[q].tolist()], bool(dfa.accepting[q]))
+            for q in order]
+
+
+def test_a_rule_calling_no_rule_comes_from_the_sub_dfa_cache_and_equals_the_nfa_build(monkeypatch):
+    """A rule body with no rule reference (a string with its lengths written out) is the cached
+    bytes-only automaton widened with dead call columns: isomorphic to what the rule's own NFA
+    build gives, and built once for every grammar that holds it."""
+    import leapgen.automata.dfa as dfa_module
+    from leapgen.automata.nfa import Nfa
+    from leapgen.automata.subset import determinize_classes
+    from leapgen.automata.dfa_table import minimize_table
+    from leapgen.grammar import ir
+    from leapgen.grammar.json.strings import quoted, string_content
+
+    body, ids = quoted(string_content(0, 40)), {"root": 0, "a": 1, "b": 2}
+    dfa_module._SUB_DFA_CACHE.clear()
+    got = dfa_module.compile_dfa(body, max_states=10_000, rule_ids=ids)
+    assert got.trans.shape[1] == 256 + 3 and (got.trans[:, 256:] == -1).all()
+    assert (body, 10_000) in dfa_module._SUB_DFA_CACHE  # kept for the next grammar
+    nfa = Nfa(10_000, lambda n: dfa_module.compile_dfa(n, max_states=10_000), rule_ids=ids)
+    nfa.root = body
+    start, end = nfa.build(body)
+    table, accepting, starts, classes = determinize_classes(nfa, [start], end, 10_000, alphabet=259)
+    want = minimize_table(table, accepting, starts[0], classes)
+    assert _canonical(got) == _canonical(want)
+    calls = []
+    monkeypatch.setattr(dfa_module, "determinize_classes", lambda *a, **k: calls.append(1))
+    again = dfa_module.compile_dfa(body, max_states=10_000, rule_ids={"root": 0, "x": 1})
+    assert not calls and again.trans.shape[1] == 258 and (again.trans[:, :256] == got.trans[:, :256]).all()
+    monkeypatch.undo()
+    ref = dfa_module.compile_dfa(ir.seq(body, ir.RuleRef("a")), max_states=10_000, rule_ids=ids)
+    assert (ref.trans[:, 257] >= 0).any()  # a body with a reference still calls it
