@@ -60,7 +60,7 @@ class RuleDfas(Sequence):
     """A built automaton's rule DFAs (:attr:`Pda.dfas`), each rebuilt when asked for from the global
     tables: the byte transitions of :attr:`Pda.trans_flat` less the rule's base, the call columns
     from the packed call edges. Kept as compiled, the rule tables held every byte transition a
-    second time (Llama-era grammars of 50,000 states: ~50 MB each); only serialization, rule
+    second time (~1 KiB a state: ~50 MB for a grammar of 50,000 states); only serialization, rule
     budgets and structural tags read them after the build. Immutable; each item is a new
     :class:`Dfa` (int32 ``(n, 256 + n_rules)``).
 
