@@ -58,6 +58,21 @@ def _in(ranges, cp: int) -> bool:
     return any(lo <= cp <= hi for lo, hi in ranges)
 
 
+def _text(node: ir.Bytes) -> str:
+    """A literal's text (:class:`Unsupported` where it splits a UTF-8 character)."""
+    try:
+        return node.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unsupported("a literal holds a partial UTF-8 character") from exc
+
+
+def _ascii_ranges(node: ir.ByteSet) -> tuple[tuple[int, int], ...]:
+    """A byte set's ranges, which are code points where ASCII (:class:`Unsupported` otherwise)."""
+    if any(hi >= 0x80 for _, hi in node.ranges):
+        raise Unsupported("a byte set holds non-ASCII bytes")
+    return tuple(node.ranges)
+
+
 def first_ranges(node: Node, memo: dict) -> tuple[tuple[int, int], ...]:
     """The code points a string of ``node`` may start with, as sorted inclusive ranges: a superset
     (exact but for an intersection's or a difference's operands, whose first code points are
@@ -77,15 +92,10 @@ def first_ranges(node: Node, memo: dict) -> tuple[tuple[int, int], ...]:
     if isinstance(node, ir.Counted):
         out = first_ranges(node.item, memo) if node.hi != 0 else ()
     elif isinstance(node, ir.Bytes):
-        try:
-            text = node.data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise Unsupported("a literal holds a partial UTF-8 character") from exc
+        text = _text(node)
         out = ((ord(text[0]), ord(text[0])),) if text else ()
     elif isinstance(node, ir.ByteSet):
-        if any(hi >= 0x80 for _, hi in node.ranges):
-            raise Unsupported("a byte set holds non-ASCII bytes")
-        out = tuple(node.ranges)
+        out = _ascii_ranges(node)
     elif isinstance(node, ir.CharSet):
         out = tuple(node.ranges)
     elif isinstance(node, ir.Seq):
@@ -136,15 +146,10 @@ def derive(node: Node, cp: int, memo: dict) -> Node:
     if isinstance(node, ir.Counted):
         node = ir.expand(node)
     if isinstance(node, ir.Bytes):
-        try:
-            text = node.data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise Unsupported("a literal holds a partial UTF-8 character") from exc
+        text = _text(node)
         out = ir.lit(text[1:]) if text and ord(text[0]) == cp else ir.NOTHING
     elif isinstance(node, ir.ByteSet):
-        if any(hi >= 0x80 for _, hi in node.ranges):
-            raise Unsupported("a byte set holds non-ASCII bytes")
-        out = ir.EMPTY if _in(node.ranges, cp) else ir.NOTHING
+        out = ir.EMPTY if _in(_ascii_ranges(node), cp) else ir.NOTHING
     elif isinstance(node, ir.CharSet):
         out = ir.EMPTY if _in(node.ranges, cp) else ir.NOTHING
     elif isinstance(node, ir.Seq):
