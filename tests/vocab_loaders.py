@@ -85,7 +85,7 @@ def load_hf_tokenizer(family: str):
         pytest.skip(f"{family!r} has no Hugging Face tokenizer here; use load_encoder")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    _require("transformers", "pip install transformers tokenizers")
+    _require("transformers", "transformers tokenizers")
     from transformers import AutoTokenizer, GPT2TokenizerFast, PreTrainedTokenizerFast
 
     if family == "llama2":
@@ -110,7 +110,7 @@ def load_hf_tokenizer(family: str):
         return tok
     if family == "qwen":
         return AutoTokenizer.from_pretrained(str(root / "tokenizer_files"))
-    _require("gguf", "pip install gguf")
+    _require("gguf", "gguf")
     return AutoTokenizer.from_pretrained(str(root), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
@@ -125,13 +125,13 @@ def load_encoder(family: str) -> Callable[[str], list[int]]:
         tok = load_hf_tokenizer(family)
         return functools.partial(tok.encode, add_special_tokens=False)
     if family == "mistral":
-        _require("sentencepiece", "pip install sentencepiece")
+        _require("sentencepiece", "sentencepiece")
         import sentencepiece
 
         sp = sentencepiece.SentencePieceProcessor(
             model_file=str(package_dir("mistral") / "data" / "tokenizer.model.v1"))
         return sp.encode
-    _require("tiktoken", "pip install tiktoken")
+    _require("tiktoken", "tiktoken")
     import tiktoken
 
     ranks, special = _cl100k_ranks() if family == "cl100k" else _o200k_ranks()

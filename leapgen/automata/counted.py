@@ -152,7 +152,6 @@ class CountedDfa:
         Uncountable
             A state inside two regions, or one entered by a byte from outside its region.
         """
-        n = len(region)
         out = np.where(boundary, region, -1).astype(np.int32)
         queue = deque()
         for q in np.flatnonzero(item_to >= 0).tolist():

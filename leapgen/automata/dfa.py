@@ -22,6 +22,7 @@ from leapgen.automata.dfa_table import EMPTY_DFA, Dfa, minimize_table
 from leapgen.automata.limits import check_deadline, current_deadline, deadline_error, intern_state, too_many_states
 from leapgen.automata.nfa import Nfa
 from leapgen.automata.subset import determinize_classes
+from leapgen.automata.tables import full_table
 from leapgen.automata.trim_kernel import useful_states
 from leapgen.grammar import ir
 
@@ -161,7 +162,7 @@ def _with_call_columns(dfa: Dfa, n_rules: int) -> Dfa:
     """``dfa`` (256 columns) with ``n_rules`` call columns, all dead: a rule body's automaton. Pure."""
     if dfa.is_empty:
         return dfa
-    trans = np.full((dfa.n_states, 256 + n_rules), -1, np.int32)
+    trans = full_table((dfa.n_states, 256 + n_rules), -1, np.int32)
     trans[:, :256] = dfa.trans
     return Dfa(trans, dfa.accepting, dfa.start)
 

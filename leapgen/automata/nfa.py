@@ -26,6 +26,7 @@ from leapgen.automata.counted import Uncountable
 from leapgen.automata.dfa_table import minimize_table
 from leapgen.automata.limits import too_many_states
 from leapgen.automata.subset import determinize_classes
+from leapgen.automata.tables import empty_table
 from leapgen.automata.utf8 import utf8_sequences
 from leapgen.errors import GrammarError
 from leapgen.grammar import ir
@@ -125,9 +126,8 @@ class Nfa:
         edges : numpy.ndarray
             int32, ``(m, 4)``: rows ``(s, lo, hi, t)``.
         """
-        eps = np.concatenate([np.array(self._eps, np.int32).reshape(-1, 2)] + self._eps_blocks)
-        edges = np.concatenate([np.array(self._edges, np.int32).reshape(-1, 4)] + self._edge_blocks)
-        return eps, edges
+        return (_joined([np.array(self._eps, np.int32).reshape(-1, 2)] + self._eps_blocks, 2),
+                _joined([np.array(self._edges, np.int32).reshape(-1, 4)] + self._edge_blocks, 4))
 
     def build(self, node: ir.Node) -> tuple[int, int]:
         """Add a fragment for ``node``; return its (entry, exit) states."""
@@ -354,6 +354,13 @@ class Nfa:
         for q in np.flatnonzero(dfa.accepting).tolist():
             self._eps += (base + q, end)
         return base + dfa.start, end
+
+
+def _joined(blocks: list[np.ndarray], width: int) -> np.ndarray:
+    """The int32 ``(m, width)`` blocks one after the other, in a fresh table (small pages: see
+    :mod:`leapgen.automata.tables`; a large grammar's edges are tens of MiB, read once)."""
+    out = empty_table((sum(len(b) for b in blocks), width), np.int32)
+    return np.concatenate(blocks, out=out)
 
 
 # Composite nodes whose second build is a copy of the first (leaves are as cheap to rebuild).

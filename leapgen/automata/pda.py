@@ -40,6 +40,7 @@ from leapgen.automata.dfa import Dfa, compile_dfa, minimize
 from leapgen.automata.keyed import KeyGuards
 from leapgen.automata.pda_stacks import EMPTY, StackStore
 from leapgen.automata.pda_tables import rule_byte_table
+from leapgen.automata.tables import empty_table, full_table
 from leapgen.automata.trim_kernel import csr_edges, useful_states
 from leapgen.errors import AmbiguityLimitError, GrammarError
 from leapgen.grammar import ir
@@ -86,7 +87,7 @@ class RuleDfas(Sequence):
             return [self[i] for i in range(*r.indices(len(self)))]
         r = range(len(self))[r]  # IndexError out of range
         lo, hi = int(self._base[r]), int(self._base[r + 1])
-        trans = np.full((hi - lo, 256 + len(self)), -1, np.int32)
+        trans = full_table((hi - lo, 256 + len(self)), -1, np.int32)
         glob = self._trans[lo * 256:hi * 256].reshape(hi - lo, 256)
         np.subtract(glob, lo, out=trans[:, :256], where=glob >= 0)
         call_ptr, call_start, call_ret, rule_of = self._calls
@@ -195,7 +196,7 @@ class Pda:
         self.state_base = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         self._base = base = tuple(self.state_base.tolist())
         #: int32 ``(n_states * 256,)``: every rule's byte transitions over global state ids, -1 dead.
-        self.trans_flat = np.empty(int(self.state_base[-1]) * 256, np.int32)
+        self.trans_flat = empty_table(int(self.state_base[-1]) * 256, np.int32)
         has_bytes = np.empty(int(self.state_base[-1]), np.bool_)
         for d, lo, hi in zip(self.dfas, base, base[1:]):
             rule_byte_table(d.trans, lo, self.trans_flat[lo * 256:hi * 256], has_bytes[lo:hi])

@@ -11,8 +11,6 @@ installed (pure Python otherwise: same result, slower).
 
 from __future__ import annotations
 
-import numpy as np
-
 from leapgen.automata.jit import njit
 
 

@@ -60,9 +60,11 @@ class Report:
 
     def line(self, tier: str) -> str:
         notes = ", ".join(f"{k} {v}" for k, v in sorted(self.notes.items()))
+        # a tier that gives no per-token verdicts (the GBNF tier checks strings and masks) does not list them
+        verdicts = f"{self.token_verdicts:,} per-token verdicts, " if self.token_verdicts else ""
         return (f"{tier}: {self.grammars:,} grammars ({self.refused:,} refused), {self.strings:,} strings, "
-                f"{self.token_verdicts:,} per-token verdicts, {self.states:,} mask states over "
-                f"{self.mask_tokens:,} tokens, vocabularies {sorted(self.vocabularies)}" + (f"; {notes}" if notes else ""))
+                f"{verdicts}{self.states:,} mask states over {self.mask_tokens:,} tokens, "
+                f"vocabularies {sorted(self.vocabularies)}" + (f"; {notes}" if notes else ""))
 
 
 REPORTS: dict[str, Report] = collections.defaultdict(Report)
