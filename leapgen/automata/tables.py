@@ -12,9 +12,10 @@ huge page's first touch can cost far more than the 512 small pages it replaces: 
 means finding 2 MiB of contiguous physical memory (compaction, where the system's memory is
 fragmented), and in a virtual machine that hands freed memory back to its host, backing it anew.
 On this project's benchmark machine (a 2-core VM) touching 8 GiB of new memory took 47 s with
-huge pages and 5 s without; leaving the compile's tables on small pages took the TTFM p99 of 400
-JSONSchemaBench schemas from ~210 to ~145 ms (``benchmarks/README.md``, stop 46), and TBM did not
-move (the kernels' random reads of these tables did not pay for the small pages' TLB misses).
+huge pages and 5 s without. With the compile's tables on small pages, the TTFM p99 of 400
+JSONSchemaBench schemas fell 7-29 % in five alternating rounds while the memory was new to the VM,
+and did not move once it had been used; TBM did not move beyond the noise (``benchmarks/README.md``,
+stop 46).
 
 The advice is per allocation (``madvise(MADV_NOHUGEPAGE)`` on the table's pages, before they are
 touched): numpy's setting stays as the process has it, for every other array. Elsewhere than Linux,
