@@ -23,17 +23,17 @@ it fast:
 
 numba cannot call back into Python cheaply, so the time limit arrives as a
 ``time.monotonic()`` deadline, read every :data:`DEADLINE_EVERY` DFA states
-through an object-mode block, and the kernel returns a status code instead of
+(:func:`leapgen.automata.clock.monotonic_seconds`), and the kernel returns a status code instead of
 raising. Used only where numba is installed (see
 :func:`leapgen.automata.subset.determinize_classes`).
 """
 
 from __future__ import annotations
 
-import time
-
 import numba
 import numpy as np
+
+from leapgen.automata.clock import monotonic_seconds
 
 OK, TOO_MANY_STATES, DEADLINE_PASSED = 0, 1, 2
 DEADLINE_EVERY = 64
@@ -41,13 +41,6 @@ SMALL_SORT = 16
 _EMPTY = -1
 _HASH_SEED = 0x2545F4914F6CDD1D
 _HASH_MUL = 0x100000001B3
-
-
-@numba.njit(cache=True)
-def _now():
-    with numba.objmode(t="float64"):
-        t = time.monotonic()
-    return t
 
 
 @numba.njit(cache=True, nogil=True, inline='always')
@@ -193,7 +186,7 @@ def subset_construction(eps_start, eps_dst, move_start, move_class, move_dst, im
             n_seed_sets = 1
             single = -1
         else:
-            if timed and i % DEADLINE_EVERY == 0 and _now() > deadline:
+            if timed and i % DEADLINE_EVERY == 0 and monotonic_seconds() > deadline:
                 return DEADLINE_PASSED, table[:0].copy(), accepting[:0].copy(), start_ids
             # bucket every move of the subset by class
             n_touched = 0

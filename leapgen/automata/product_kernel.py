@@ -13,8 +13,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from leapgen.automata.clock import monotonic_seconds
 from leapgen.automata.determinize_kernel import (DEADLINE_EVERY, DEADLINE_PASSED, OK, TOO_MANY_STATES, _grow1,
-                                                 _grow_rows, _now)
+                                                 _grow_rows)
 
 _EMPTY = -1
 
@@ -65,7 +66,7 @@ def product_pairs(ta, tb, start_a, start_b, acc_a, acc_b, difference, max_states
     n = 1
     i = 0
     while i < n:
-        if timed and i % DEADLINE_EVERY == 0 and _now() > deadline:
+        if timed and i % DEADLINE_EVERY == 0 and monotonic_seconds() > deadline:
             return DEADLINE_PASSED, table[:0].copy(), np.zeros(0, np.bool_)
         p = keys[i] // width
         q = keys[i] % width - 1
