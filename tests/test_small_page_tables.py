@@ -76,3 +76,22 @@ def test_a_pushdown_automatons_tables_are_on_small_pages():
     pda = Pda.from_rule_dfas(names, dfas)
     assert pda.trans_flat.nbytes >= MIN_ADVISED_BYTES
     assert "nh" in _vm_flags(_middle(pda.trans_flat))
+
+
+@pytest.mark.skipif(not LINUX_ADVICE, reason=NO_ADVICE)
+def test_a_counted_automatons_tables_are_on_small_pages():
+    """The README's schema (two counted string lengths, 5,027 states): the counted automaton's byte
+    table and its flattened table are each over 4 MiB, and both advised."""
+    from pathlib import Path
+
+    from leapgen.automata.counted import CountedDfa
+    from leapgen.automata.dfa import compile_counted_dfa
+    from leapgen.grammar.json.schema import json_schema_to_ir
+
+    schema = (Path(__file__).resolve().parents[1] / "examples" / "schemas" / "order.json").read_text("utf-8")
+    node, _ = json_schema_to_ir(schema, count_lengths=True)
+    dfa, bounds = compile_counted_dfa(node, max_states=100_000)
+    counted = CountedDfa(dfa, bounds)
+    for table in (counted.byte_trans, counted.flat_trans):
+        assert table.nbytes >= MIN_ADVISED_BYTES
+        assert "nh" in _vm_flags(_middle(table))

@@ -32,6 +32,7 @@ from collections import deque
 import numpy as np
 
 from leapgen.automata.dfa_table import Dfa
+from leapgen.automata.tables import empty_table
 from leapgen.errors import GrammarError
 
 
@@ -94,7 +95,8 @@ class CountedDfa:
         self.dfa = dfa
         self.bounds = tuple((int(lo), None if hi is None else int(hi)) for lo, hi in bounds)
         self.n_states = n
-        byte = np.ascontiguousarray(trans[:, :256], dtype=np.int32)
+        byte = empty_table((n, 256), np.int32)  # the tables are new memory: small pages (see tables.py)
+        byte[...] = trans[:, :256]
         sym = trans[:, 256:].reshape(n, k, 2)
         in_region = (sym >= 0).any(axis=2)  # (n, k)
         if (in_region.sum(axis=1) > 1).any():
@@ -117,12 +119,14 @@ class CountedDfa:
         if (starts & after).any():
             raise Uncountable("a byte may both start a counted item and follow its region")
         self.region_of = self._interiors(byte, boundary, region, item_to)
-        flat = byte.copy()
+        flat = empty_table((n, 256), np.int32)
+        flat[...] = byte
         for targets in (item_to[rows], end_to[rows]):
             go = byte[np.maximum(targets, 0)]
             flat[rows] = np.where((targets >= 0)[:, None] & (go >= 0), go, flat[rows])
         outside = self.region_of < 0
-        entry = ((byte >= 0) & boundary[np.maximum(byte, 0)] & outside[:, None]).any(axis=0)
+        boundary_or_dead = np.append(boundary, False)  # index -1 (dead) reads False: no int32 temporary
+        entry = (boundary_or_dead[byte] & outside[:, None]).any(axis=0)
         entry |= after.any(axis=0)
         self.entry_bytes = entry
         self.byte_trans = byte.reshape(-1)
