@@ -272,6 +272,11 @@ def main(argv=None) -> int:
     if args.threads < 1:
         p.error(f"--threads must be >= 1, got {args.threads}")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
+    # Python's default writes bytecode caches (.pyc) and imports from them; with PYTHONDONTWRITEBYTECODE set
+    # every new process compiles each module's source again: ~150 ms more for the grammar's imports here
+    print("Python bytecode caches: " + ("off (PYTHONDONTWRITEBYTECODE is set: each process compiles the modules it "
+                                        "imports; a default Python writes and reads .pyc files)"
+                                        if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"))
     if not args.no_generate:
         print("\n#### leapgen generate, new processes (medians of %d interleaved runs)\n" % args.runs)
         print(generate_table(args.runs, args.max_tokens, args.fresh_index, args.compare, args.threads))
