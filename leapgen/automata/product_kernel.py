@@ -10,23 +10,23 @@ state limit are reported as status codes, as in
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from leapgen.automata.clock import monotonic_seconds
 from leapgen.automata.determinize_kernel import (DEADLINE_EVERY, DEADLINE_PASSED, OK, TOO_MANY_STATES, _grow1,
                                                  _grow_rows)
+from leapgen.automata.jit import njit
 
 _EMPTY = -1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _slot(key, mask):
     h = key * np.int64(0x9E3779B97F4A7C15)
     return (h ^ (h >> 31)) & mask
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def product_pairs(ta, tb, start_a, start_b, acc_a, acc_b, difference, max_states, deadline):
     """Reachable pairs of two DFAs and their transitions.
 
