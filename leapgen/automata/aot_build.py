@@ -8,7 +8,8 @@ finds it no longer imports numba (:mod:`leapgen.automata.aot`).
 
 Three of pycc's ways are changed for the build:
 
-- the code is compiled for the host CPU, as numba's JIT compiles it (pycc's default is a generic CPU);
+- the code is compiled for the host CPU and the features it reports, as numba's JIT compiles it (pycc's
+  default is a generic CPU; given the host's name, it leaves the features to the CPU model's defaults);
 - the functions release the GIL while they run, as the JIT kernels do (``nogil``; pycc's wrappers
   otherwise hold it, which would stop a compile on one thread from running beside a model's forward pass
   on another);
@@ -18,9 +19,12 @@ Three of pycc's ways are changed for the build:
   array only of the signature's dtype kind and size, dimensions, native byte order and alignment,
   C-contiguous where the signature says so and writable where the signature writes (a read-only array
   type also takes a writable array), and an integer only where its value fits the signature's type; it
-  raises TypeError otherwise, which :mod:`leapgen.automata.aot` turns into a call of numba's JIT. The TypeError is raised from C:
-  pycc's own conversion errors crash the process in numba 0.68 (``aot_check.c`` says why), and the checks
-  run first so that they are never reached for arrays and integers.
+  raises TypeError otherwise, which :mod:`leapgen.automata.aot` turns into a call of numba's JIT. The
+  TypeError is raised from C: pycc's own conversion errors crash the process in numba 0.68
+  (``aot_check.c`` says why), and the checks run first so that those are never reached for arrays and
+  integers.
+
+numba's disk cache is left out of the build (see :func:`_numba_cache_untouched`).
 """
 
 from __future__ import annotations
@@ -143,6 +147,25 @@ def _checks_for_the_jit(toolchain, build_dir: Path) -> None:
 
 
 @contextlib.contextmanager
+def _numba_cache_untouched():
+    """Keep numba's disk cache out of the build. While pycc compiles, numba's JIT may compile a callee
+    that links pycc's exports (their strict conversions call ``aot_check.c``, which only this process can
+    resolve); saved, such a callee would abort every later JIT process that loads it. Mutates the kernels'
+    dispatchers for the duration."""
+    from numba.core.caching import NullCache
+
+    dispatchers = [kernel.dispatcher for kernel in jit.KERNELS if kernel.dispatcher is not None]
+    saved = [dispatcher._cache for dispatcher in dispatchers]
+    for dispatcher in dispatchers:
+        dispatcher._cache = NullCache()
+    try:
+        yield
+    finally:
+        for dispatcher, cache in zip(dispatchers, saved):
+            dispatcher._cache = cache
+
+
+@contextlib.contextmanager
 def _strict_conversions():
     """numba's unboxing of arrays and integers, checked first by ``aot_check.c``, for the duration of a
     build (numba 0.68's ``numba.core.pythonapi._unboxers`` registry)."""
@@ -156,6 +179,21 @@ def _strict_conversions():
         yield
     finally:
         registry.update(saved)
+
+
+@contextlib.contextmanager
+def _host_cpu_features():
+    """pycc passes the host CPU's name but no feature list, so LLVM assumes the model's default features;
+    numba's JIT passes the features the host reports (a virtual machine may hide some of its model's).
+    The same list as the JIT's for the duration of a build (numba 0.68's ``AOTCPUCodegen``)."""
+    from numba.core.codegen import AOTCPUCodegen
+
+    saved = AOTCPUCodegen._customize_tm_features
+    AOTCPUCodegen._customize_tm_features = AOTCPUCodegen._get_host_cpu_features
+    try:
+        yield
+    finally:
+        AOTCPUCodegen._customize_tm_features = saved
 
 
 @contextlib.contextmanager
@@ -223,7 +261,7 @@ def build(verbose: bool = False) -> Path:
             cc.export(symbol, numba_type(ret)(*[numba_type(a) for a in args]))(_dispatcher(kernel).py_func)
             manifest.append([symbol, line])
         _checks_for_the_jit(cc._toolchain, work / "checks")
-        with _wrappers_release_the_gil(), _strict_conversions():
+        with _numba_cache_untouched(), _host_cpu_features(), _wrappers_release_the_gil(), _strict_conversions():
             cc.compile()
         (work / "manifest.json").write_text(json.dumps(manifest, indent=0), encoding="utf-8")
         if final.exists():
