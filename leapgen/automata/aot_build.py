@@ -6,7 +6,7 @@ own compiler, ahead of time) into one extension module under
 which compiled function is which signature. ``scripts/install.sh`` runs it (~1-2 min); a process that
 finds it no longer imports numba (:mod:`leapgen.automata.aot`).
 
-Three of pycc's ways are changed for the build:
+Four of pycc's ways are changed for the build:
 
 - the code is compiled for the host CPU and the features it reports, as numba's JIT compiles it (pycc's
   default is a generic CPU; given the host's name, it leaves the features to the CPU model's defaults);
@@ -23,6 +23,9 @@ Three of pycc's ways are changed for the build:
   TypeError is raised from C: pycc's own conversion errors crash the process in numba 0.68
   (``aot_check.c`` says why), and the checks run first so that those are never reached for arrays and
   integers.
+
+- a returned array is boxed with numpy's type from ``aot_check.c``: pycc's code unpickles the type at
+  every array it returns (``pickle.loads``, 1-2 µs each; numba's JIT keeps the unpickled object).
 
 numba's disk cache is left out of the build (see :func:`_numba_cache_untouched`).
 """
@@ -124,7 +127,7 @@ def _integer_check(typ, obj, c):
     return c.builder.call(function, [obj, i32(typ.bitwidth), i32(int(typ.signed))])
 
 
-_CHECK_SYMBOLS = ("leapgen_array_matches", "leapgen_integer_fits", "leapgen_type_error")
+_CHECK_SYMBOLS = ("leapgen_array_matches", "leapgen_integer_fits", "leapgen_type_error", "leapgen_ndarray_type")
 
 
 def _checks_for_the_jit(toolchain, build_dir: Path) -> None:
@@ -163,6 +166,38 @@ def _numba_cache_untouched():
     finally:
         for dispatcher, cache in zip(dispatchers, saved):
             dispatcher._cache = cache
+
+
+@contextlib.contextmanager
+def _arrays_boxed_without_unpickling():
+    """numba boxes an array it returns with its Python type, which its code unpickles at every call; in a
+    pycc module that is ``pickle.loads`` each time (numba's JIT keeps the unpickled object). For plain
+    ndarrays the library takes numpy's type from ``aot_check.c`` instead, for the duration of a build
+    (numba 0.68's ``PythonAPI.nrt_adapt_ndarray_to_python``)."""
+    import numpy as np
+    from llvmlite import ir
+    from numba.core import cgutils, pythonapi, types
+
+    original = pythonapi.PythonAPI.nrt_adapt_ndarray_to_python
+
+    def adapt(self, aryty, ary, dtypeptr):
+        if not getattr(self.context, "aot_mode", False) or aryty.box_type is not np.ndarray:
+            return original(self, aryty, ary, dtypeptr)
+        ndarray_type = self.builder.call(
+            cgutils.get_or_insert_function(self.module, ir.FunctionType(self.pyobj, []), "leapgen_ndarray_type"), [])
+        i32 = ir.IntType(32)
+        function = self._get_function(ir.FunctionType(self.pyobj, [self.voidptr, self.pyobj, i32, i32, self.pyobj]),
+                                      name="NRT_adapt_ndarray_to_python_acqref")
+        pointer = cgutils.alloca_once_value(self.builder, ary)
+        return self.builder.call(function, [self.builder.bitcast(pointer, self.voidptr), ndarray_type,
+                                            self.context.get_constant(types.int32, aryty.ndim),
+                                            self.context.get_constant(types.int32, int(aryty.mutable)), dtypeptr])
+
+    pythonapi.PythonAPI.nrt_adapt_ndarray_to_python = adapt
+    try:
+        yield
+    finally:
+        pythonapi.PythonAPI.nrt_adapt_ndarray_to_python = original
 
 
 @contextlib.contextmanager
@@ -261,7 +296,8 @@ def build(verbose: bool = False) -> Path:
             cc.export(symbol, numba_type(ret)(*[numba_type(a) for a in args]))(_dispatcher(kernel).py_func)
             manifest.append([symbol, line])
         _checks_for_the_jit(cc._toolchain, work / "checks")
-        with _numba_cache_untouched(), _host_cpu_features(), _wrappers_release_the_gil(), _strict_conversions():
+        with (_numba_cache_untouched(), _host_cpu_features(), _wrappers_release_the_gil(), _strict_conversions(),
+              _arrays_boxed_without_unpickling()):
             cc.compile()
         (work / "manifest.json").write_text(json.dumps(manifest, indent=0), encoding="utf-8")
         if final.exists():

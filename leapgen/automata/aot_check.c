@@ -74,3 +74,11 @@ void leapgen_type_error(const char *message)
 {
     PyErr_SetString(PyExc_TypeError, message);
 }
+
+/* numpy's ndarray type (borrowed), for the library's boxing of the arrays its kernels return: pycc's
+ * own code unpickles the type at every array it returns (numba 0.68: ~1-2 us an array, and a reference
+ * leaked each time). Needs the GIL. */
+PyObject *leapgen_ndarray_type(void)
+{
+    return ensure_numpy() ? (PyObject *)&PyArray_Type : NULL;
+}
