@@ -85,4 +85,4 @@ say "leapgen's kernels, compiled ahead of time into ${LEAPGEN_CACHE:-~/.cache/le
 if ! "$VENV/bin/python" -m leapgen.automata.aot_build; then
   echo "      the kernel library did not build (above); leapgen runs with numba's JIT instead (slower first start)"
 fi
-echo "leapgen installed in $VENV ($(du -sh "$VENV" 2>/dev/null | cut -f1)). The first model run converts the model once (20-30 s) into ~/.cache/leapgen/models (~540 MB; LEAPGEN_CACHE moves it)."
+echo "leapgen installed in $VENV ($(du -sh "$VENV" 2>/dev/null | cut -f1)). The first model run converts the model once (20-30 s) into ${LEAPGEN_CACHE:-~/.cache/leapgen}/models (~540 MB; LEAPGEN_CACHE moves it)."
